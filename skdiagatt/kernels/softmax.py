@@ -1,0 +1,76 @@
+"""Masked softmax and log-sum-exp over the row axis of padded samples."""
+
+import jax.numpy as jnp
+
+__all__ = ["masked_softmax", "masked_log_softmax", "masked_logsumexp"]
+
+
+def _masked_shift(scores, where):
+    # Padded rows get -inf so they carry exactly zero mass; the max is taken
+    # over valid rows only so a garbage padded score cannot shift the result.
+    neg = jnp.asarray(-jnp.inf, scores.dtype)
+    masked = jnp.where(where, scores, neg)
+    m = jnp.max(masked, axis=-1, keepdims=True)
+    # A sample with no valid rows never reaches a kernel (the ragged layer
+    # rejects it), but keep the arithmetic finite for fully padded rows.
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    return masked - m
+
+
+def masked_log_softmax(scores, where):
+    """Log-softmax over the last axis restricted to ``where``.
+
+    Parameters
+    ----------
+    scores : array, shape (..., p)
+    where : bool array, shape (..., p)
+        True for valid rows.
+
+    Returns
+    -------
+    array, shape (..., p)
+        ``-inf`` at invalid rows, log-probabilities elsewhere.
+    """
+    z = _masked_shift(scores, where)
+    lse = jnp.log(jnp.sum(jnp.where(where, jnp.exp(z), 0.0), axis=-1, keepdims=True))
+    return jnp.where(where, z - lse, -jnp.inf)
+
+
+def masked_softmax(scores, where):
+    """Softmax over the last axis restricted to ``where``.
+
+    Parameters
+    ----------
+    scores : array, shape (..., p)
+    where : bool array, shape (..., p)
+
+    Returns
+    -------
+    array, shape (..., p)
+        Non-negative weights summing to one over valid rows, exactly zero at
+        invalid rows.
+    """
+    z = _masked_shift(scores, where)
+    e = jnp.where(where, jnp.exp(z), 0.0)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def masked_logsumexp(scores, where, axis=-1):
+    """``log(sum(exp(scores)))`` over valid entries of ``axis``.
+
+    Parameters
+    ----------
+    scores : array, shape (..., p)
+    where : bool array, shape (..., p)
+    axis : int
+
+    Returns
+    -------
+    array, shape (...)
+    """
+    neg = jnp.asarray(-jnp.inf, scores.dtype)
+    masked = jnp.where(where, scores, neg)
+    m = jnp.max(masked, axis=axis, keepdims=True)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    s = jnp.sum(jnp.where(where, jnp.exp(masked - m), 0.0), axis=axis, keepdims=True)
+    return jnp.squeeze(jnp.log(s) + m, axis=axis)
