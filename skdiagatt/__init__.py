@@ -1,0 +1,12 @@
+"""skdiagatt: individualized regression on matrix-valued samples.
+
+Estimators take a ragged list of 2-D arrays (rows = tokens, patches or
+instances; their number varies per sample) or a 3-D array, and expose
+``fit / predict / localize / attention``.
+"""
+
+from .diagatt import DiagAttClassifier, DiagAttRegressor
+
+__version__ = "0.1.0"
+
+__all__ = ["DiagAttRegressor", "DiagAttClassifier", "__version__"]

@@ -1,0 +1,130 @@
+"""The scikit-learn shell shared by every estimator on matrix-valued samples.
+
+No arithmetic on data lives here: validation goes through ``_ragged``, the
+numbers through ``kernels`` and ``_training``.
+"""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ._ragged import check_ragged, make_buckets, unpad
+
+__all__ = ["MatrixSampleEstimator", "check_targets"]
+
+
+def check_targets(y, n_samples, *, numeric=True):
+    """Validate the response of ``fit``: one entry per sample, finite if numeric.
+
+    Returns
+    -------
+    ndarray of shape (n,) or (n, t)
+    """
+    if y is None:
+        raise ValueError("y is required: this estimator is supervised")
+    if isinstance(y, (list, tuple)) and any(np.ndim(v) > 0 for v in y):
+        y = np.asarray(y, dtype=object if not numeric else None)
+    y = np.asarray(y)
+    if y.ndim == 0:
+        raise ValueError(f"y must be 1-D (n,) or 2-D (n, t), got a scalar {y!r}")
+    if y.ndim > 2:
+        raise ValueError(f"y must be 1-D (n,) or 2-D (n, t), got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} entries but X has {n_samples} samples")
+    if numeric:
+        if y.dtype == object or not np.issubdtype(y.dtype, np.number) and y.dtype != bool:
+            raise TypeError(f"y must be numeric for regression, got dtype {y.dtype}")
+        y = y.astype(np.float64)
+        bad = np.flatnonzero(~np.all(np.isfinite(y.reshape(n_samples, -1)), axis=1))
+        if bad.size:
+            raise ValueError(f"y[{bad[0]}] is not finite ({y[bad[0]]})")
+        if y.ndim == 2 and y.shape[1] == 0:
+            raise ValueError("y has 0 targets")
+    return y
+
+
+def _check_positive_int(value, name, minimum=1):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_positive_float(value, name, allow_zero=False):
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+class MatrixSampleEstimator(BaseEstimator):
+    """Base of the estimators: ragged input, fitted-state checks, localization.
+
+    Subclasses implement ``_head_weights(buckets)`` returning, per bucket, the
+    attention weights of shape (m_b, H, L_b).
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Samples are matrices (a list of 2-D arrays or a 3-D array), not rows
+        # of a 2-D table: the generic 2-D estimator checks do not apply.
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        return tags
+
+    def _validate_X(self, X, *, reset):
+        """Validated samples, checked against ``n_features_in_`` unless ``reset``."""
+        if reset:
+            return check_ragged(X)
+        check_is_fitted(self)
+        return check_ragged(X, n_features=self.n_features_in_)
+
+    def _buckets(self, X):
+        return make_buckets(self._validate_X(X, reset=False))
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "params_")
+
+    def attention(self, X):
+        """Attention weights of every head over each sample's rows.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+
+        Returns
+        -------
+        list of ndarray of shape (n_heads, p_i)
+            Non-negative, each head's weights sum to one over the sample's rows.
+        """
+        buckets = self._buckets(X)
+        return unpad(buckets, self._head_weights(buckets))
+
+    def localize(self, X, top_k=None):
+        """Rows of interest of each sample.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        top_k : int or None, default=None
+            None: the arg-max row of each head (at most ``n_heads`` distinct
+            rows, in head order).  An int: the ``top_k`` rows of largest total
+            attention weight over the heads, largest first (all rows if the
+            sample has fewer).
+
+        Returns
+        -------
+        list of ndarray of int
+        """
+        if top_k is not None:
+            _check_positive_int(top_k, "top_k")
+        out = []
+        for w in self.attention(X):
+            if top_k is None:
+                rows = np.argmax(w, axis=1)
+                _, first = np.unique(rows, return_index=True)
+                out.append(rows[np.sort(first)].astype(np.int64))
+            else:
+                total = w.sum(axis=0)
+                out.append(np.argsort(-total, kind="stable")[:top_k].astype(np.int64))
+        return out

@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+
+from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
+
+
+@pytest.fixture(scope="session")
+def reg_data():
+    """Small ragged regression data: 120 samples of 4 to 12 rows, d = 3."""
+    X, y, rows, truth = make_individualized_regression(
+        120, n_rows=(4, 12), n_features=3, random_state=0
+    )
+    return X, y, rows, truth
+
+
+@pytest.fixture(scope="session")
+def cls_data():
+    X, y, rows, truth = make_individualized_classification(
+        120, n_rows=(4, 12), n_features=3, random_state=1
+    )
+    return X, y, rows, truth
+
+
+def numpy_diagatt(X_list, Q, V, b):
+    """float64 reference of the DiagAtt prediction: a loop over unpadded samples.
+
+    Q (R, d, d) query-key matrices with temperature folded in, V (R, d, t), b (t,).
+    """
+    z, kappas = [], []
+    for Xi in X_list:
+        Xi = np.asarray(Xi, np.float64)
+        psi = np.einsum("pa,rab,pb->rp", Xi, Q, Xi)
+        k = np.exp(psi - psi.max(axis=1, keepdims=True))
+        k /= k.sum(axis=1, keepdims=True)
+        z.append(b + sum(k[r] @ Xi @ V[r] for r in range(Q.shape[0])))
+        kappas.append(k)
+    return np.array(z), kappas

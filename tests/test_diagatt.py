@@ -1,0 +1,323 @@
+"""DiagAtt estimators tested by what users do with them."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils import estimator_checks
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor
+from skdiagatt import _training
+from skdiagatt.diagatt import _forward
+from skdiagatt.metrics import crlr
+
+FAST = dict(max_iter=4, calibration_iter=2, batch_size=32, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted_reg(reg_data):
+    X, y, _, _ = reg_data
+    return DiagAttRegressor(n_heads=2, **FAST).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def fitted_clf(cls_data):
+    X, y, _, _ = cls_data
+    return DiagAttClassifier(**FAST).fit(X, y)
+
+
+# ---------------------------------------------------------------- API checks
+DATA_FREE_CHECKS = [
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_estimator_repr",
+    "check_valid_tag_types",
+    "check_estimator_tags_renamed",
+    "check_estimator_cloneable",
+]
+
+
+@pytest.mark.parametrize("Est", [DiagAttRegressor, DiagAttClassifier])
+@pytest.mark.parametrize("check", DATA_FREE_CHECKS)
+def test_sklearn_data_free_checks(Est, check):
+    getattr(estimator_checks, check)(Est.__name__, Est())
+
+
+@pytest.mark.parametrize("Est", [DiagAttRegressor, DiagAttClassifier])
+def test_tags_declare_matrix_input(Est):
+    tags = Est().__sklearn_tags__()
+    assert tags.input_tags.two_d_array is False
+    assert tags.input_tags.three_d_array is True
+
+
+def test_unfitted_raises(reg_data):
+    X = reg_data[0]
+    for method in ("predict", "localize", "attention"):
+        with pytest.raises(NotFittedError):
+            getattr(DiagAttRegressor(), method)(X)
+
+
+# -------------------------------------------------------------- user flows
+def test_clone_and_set_params(fitted_reg):
+    c = clone(fitted_reg)
+    assert not hasattr(c, "params_")
+    assert c.get_params() == fitted_reg.get_params()
+    c.set_params(n_heads=3, temperature=2.0)
+    assert c.n_heads == 3 and c.temperature == 2.0
+
+
+def test_pickle_round_trip_predicts_identically(fitted_reg, reg_data):
+    X = reg_data[0]
+    again = pickle.loads(pickle.dumps(fitted_reg))
+    np.testing.assert_array_equal(again.predict(X), fitted_reg.predict(X))
+    for a, b in zip(again.attention(X), fitted_reg.attention(X)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_same_random_state_is_bit_identical(reg_data):
+    X, y, _, _ = reg_data
+    a = DiagAttRegressor(**FAST).fit(X, y)
+    b = DiagAttRegressor(**FAST).fit(X, y)
+    for k in a.params_:
+        np.testing.assert_array_equal(a.params_[k], b.params_[k])
+    assert a.loss_curve_ == b.loss_curve_
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+def test_pipeline_with_ragged_function_transformer(reg_data):
+    X, y, _, _ = reg_data
+    pipe = make_pipeline(FunctionTransformer(lambda Xs: [x * 2.0 for x in Xs]), DiagAttRegressor(**FAST))
+    pipe.fit(X, y)
+    assert pipe.predict(X).shape == (len(X),)
+    assert np.isfinite(pipe.score(X, y))
+
+
+def test_grid_search_and_cross_val_score(reg_data):
+    X, y, _, _ = reg_data
+    grid = GridSearchCV(
+        DiagAttRegressor(**FAST), {"n_heads": [1, 2], "temperature": [None, 2.0]}, cv=2
+    ).fit(X, y)
+    assert grid.best_params_["n_heads"] in (1, 2)
+    assert len(grid.cv_results_["mean_test_score"]) == 4
+    scores = cross_val_score(DiagAttClassifier(**FAST), *_cls_xy(), cv=3)
+    assert scores.shape == (3,) and np.all((scores >= 0) & (scores <= 1))
+
+
+def _cls_xy():
+    from skdiagatt.datasets import make_individualized_classification
+
+    X, y, _, _ = make_individualized_classification(60, n_rows=(3, 8), n_features=3, random_state=2)
+    return X, y
+
+
+def test_train_test_split_on_lists(reg_data):
+    X, y, rows, _ = reg_data
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, random_state=0)
+    assert isinstance(X_tr, list)
+    est = DiagAttRegressor(**FAST).fit(X_tr, y_tr)
+    assert est.predict(X_te).shape == (len(X_te),)
+
+
+def test_three_d_array_equals_list(reg_data):
+    rng = np.random.RandomState(0)
+    X3 = rng.randn(40, 6, 3)
+    y = rng.randn(40)
+    a = DiagAttRegressor(**FAST).fit(X3, y)
+    b = DiagAttRegressor(**FAST).fit(list(X3), y)
+    np.testing.assert_array_equal(a.predict(X3), b.predict(list(X3)))
+
+
+# ----------------------------------------------------------- invariances
+def test_subset_prediction_equals_full(fitted_reg, reg_data):
+    X = reg_data[0]
+    full = fitted_reg.predict(X)
+    idx = [5, 0, 17, 3]
+    np.testing.assert_allclose(fitted_reg.predict([X[i] for i in idx]), full[idx], rtol=1e-6)
+    single = fitted_reg.predict([X[9]])
+    np.testing.assert_allclose(single, full[[9]], rtol=1e-6)
+
+
+def test_attention_is_permutation_equivariant(fitted_reg, reg_data):
+    X = reg_data[0][:10]
+    rng = np.random.RandomState(3)
+    perms = [rng.permutation(x.shape[0]) for x in X]
+    base = fitted_reg.attention(X)
+    moved = fitted_reg.attention([x[p] for x, p in zip(X, perms)])
+    for w, wp, p in zip(base, moved, perms):
+        np.testing.assert_allclose(wp, w[:, p], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        fitted_reg.predict([x[p] for x, p in zip(X, perms)]), fitted_reg.predict(X), rtol=1e-5
+    )
+
+
+def test_attention_and_localize_shapes(fitted_reg, reg_data):
+    X = reg_data[0]
+    for x, w in zip(X, fitted_reg.attention(X)):
+        assert w.shape == (2, x.shape[0])
+        np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-5)
+    loc = fitted_reg.localize(X)
+    assert all(1 <= len(r) <= 2 and np.all(r < x.shape[0]) for r, x in zip(loc, X))
+    top = fitted_reg.localize(X, top_k=3)
+    assert all(len(r) == min(3, x.shape[0]) for r, x in zip(top, X))
+    w = fitted_reg.attention(X[:1])[0].sum(axis=0)
+    assert top[0][0] == np.argmax(w)
+
+
+# ---------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "bad, err, match",
+    [
+        (lambda X: X[:3] + [np.ones((2, 5))] + X[4:], ValueError, r"X\[3\] has 5 features, expected 3"),
+        (lambda X: X[:2] + [np.full((3, 3), np.nan)] + X[3:], ValueError, r"X\[2\] contains NaN"),
+        (lambda X: X[:1] + [np.full((3, 3), np.inf)] + X[2:], ValueError, r"X\[1\] contains infinity"),
+        (lambda X: X[:4] + [np.ones((0, 3))] + X[5:], ValueError, r"X\[4\] is empty"),
+    ],
+)
+def test_bad_X_is_rejected_and_model_untouched(fitted_reg, reg_data, bad, err, match):
+    X, y, _, _ = reg_data
+    before = fitted_reg.predict(X)
+    est = pickle.loads(pickle.dumps(fitted_reg))
+    with pytest.raises(err, match=match):
+        est.fit(bad(list(X)), y)
+    with pytest.raises(err, match=match):
+        est.predict(bad(list(X)))
+    np.testing.assert_array_equal(est.predict(X), before)
+
+
+@pytest.mark.parametrize(
+    "y_bad, match",
+    [
+        (lambda y: y[:-1], r"y has 119 entries but X has 120 samples"),
+        (lambda y: np.where(np.arange(y.size) == 7, np.nan, y), r"y\[7\] is not finite"),
+        (lambda y: y.reshape(-1, 1, 1), r"y must be 1-D"),
+    ],
+)
+def test_bad_y_regression(reg_data, y_bad, match):
+    X, y, _, _ = reg_data
+    with pytest.raises(ValueError, match=match):
+        DiagAttRegressor(**FAST).fit(X, y_bad(y))
+
+
+def test_predict_with_wrong_feature_count(fitted_reg):
+    with pytest.raises(ValueError, match=r"X\[0\] has 4 features, expected 3 \(as seen in fit\)"):
+        fitted_reg.predict([np.ones((3, 4))])
+
+
+def test_classifier_rejects_single_class_and_unseen_warm_classes(cls_data):
+    X, y, _, _ = cls_data
+    with pytest.raises(ValueError, match="single class"):
+        DiagAttClassifier(**FAST).fit(X, np.zeros(len(X)))
+    clf = DiagAttClassifier(warm_start=True, **FAST).fit(X, y)
+    y3 = y.copy()
+    y3[:5] = 2
+    with pytest.raises(ValueError, match=r"y has classes \[0, 1, 2\]"):
+        clf.fit(X, y3)
+
+
+@pytest.mark.parametrize("param, value", [("n_heads", 0), ("temperature", -1.0), ("objective", "x"),
+                                          ("learning_rate", 0.0), ("rank", 0), ("validation_fraction", 1.5)])
+def test_bad_parameters(reg_data, param, value):
+    X, y, _, _ = reg_data
+    with pytest.raises(ValueError, match=param):
+        DiagAttRegressor(**{**FAST, param: value}).fit(X, y)
+
+
+# ----------------------------------------------------- targets and classes
+def test_multi_target_regression(reg_data):
+    X, y, _, _ = reg_data
+    Y = np.column_stack([y, -2 * y + 1])
+    est = DiagAttRegressor(**FAST).fit(X, Y)
+    assert est.predict(X).shape == (len(X), 2)
+
+
+def test_classifier_string_labels_and_multiclass(cls_data):
+    X, y, _, _ = cls_data
+    labels = np.array(["neg", "pos"])[y]
+    clf = DiagAttClassifier(**FAST).fit(X, labels)
+    assert set(clf.predict(X)) <= {"neg", "pos"}
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert clf.decision_function(X).shape == (len(X),)
+    multi = np.array(["a", "b", "c"])[np.arange(len(X)) % 3]
+    clf3 = DiagAttClassifier(n_heads=2, **FAST).fit(X, multi)
+    assert list(clf3.classes_) == ["a", "b", "c"]
+    assert clf3.predict_proba(X).shape == (len(X), 3)
+    assert clf3.decision_function(X).shape == (len(X), 3)
+
+
+# ------------------------------------------------------------ training
+def test_learns_to_localize_on_easy_data():
+    from skdiagatt.datasets import make_individualized_regression
+
+    X, y, rows, _ = make_individualized_regression(600, n_rows=10, n_features=6, random_state=4)
+    est = DiagAttRegressor(max_iter=15, random_state=0).fit(X[:500], y[:500])
+    # chance is 0.1; the Bayes localizer reaches 0.84 on these test samples
+    assert crlr(rows[500:], est.localize(X[500:])) > 0.65
+    assert est.score(X[500:], y[500:]) > 0.35
+
+
+def test_classifier_learns_on_easy_data():
+    from skdiagatt.datasets import make_individualized_classification
+
+    X, y, rows, _ = make_individualized_classification(400, n_rows=10, n_features=6, random_state=5)
+    clf = DiagAttClassifier(max_iter=15, random_state=0).fit(X[:300], y[:300])
+    assert clf.score(X[300:], y[300:]) > 0.85
+    assert crlr(rows[300:], clf.localize(X[300:])) > 0.8
+
+
+@pytest.mark.parametrize("kw", [dict(rank=2), dict(rank=2, symmetric=False), dict(objective="attention"),
+                                dict(whiten=False), dict(early_stopping=True, validation_fraction=0.25)])
+def test_options_fit_and_stay_finite(reg_data, kw):
+    X, y, _, _ = reg_data
+    est = DiagAttRegressor(**{**FAST, **kw}).fit(X, y)
+    assert np.all(np.isfinite(est.predict(X)))
+    assert np.all(np.isfinite(est.loss_curve_))
+    assert est.n_iter_ == len(est.loss_curve_) >= 1
+    if kw.get("early_stopping"):
+        assert len(est.validation_scores_) == est.n_iter_
+
+
+def test_warm_start_continues(reg_data):
+    X, y, _, _ = reg_data
+    est = DiagAttRegressor(warm_start=True, **FAST).fit(X, y)
+    first = {k: v.copy() for k, v in est.params_.items()}
+    est.fit(X, y)
+    assert not np.array_equal(first["W"], est.params_["W"])
+    cold = DiagAttRegressor(**FAST).fit(X, y)
+    np.testing.assert_array_equal(cold.params_["W"], first["W"])
+
+
+def test_verbose_prints_progress(reg_data, capsys):
+    X, y, _, _ = reg_data
+    DiagAttRegressor(**{**FAST, "verbose": 1}).fit(X, y)
+    out = capsys.readouterr().out
+    assert "epoch 1/4" in out and "loss" in out and "calibration" in out
+
+
+def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
+    X, y, _, _ = reg_data
+    rng = np.random.RandomState(9)
+    # New data, same bucket lengths and sample counts as the first fit.
+    X2 = [x + 0.1 * rng.randn(*x.shape) for x in X]
+    DiagAttRegressor(**FAST).fit(X, y).predict(X)
+    steps, fwd = _training._train_step._cache_size(), _forward._cache_size()
+    DiagAttRegressor(**FAST).fit(X2, y[::-1].copy()).predict(X2)
+    assert _training._train_step._cache_size() == steps
+    assert _forward._cache_size() == fwd
+
+
+def test_query_key_matches_attention(fitted_reg, reg_data):
+    x = reg_data[0][0]
+    Q = fitted_reg.query_key_
+    psi = np.einsum("pa,rab,pb->rp", x.astype(float), Q, x.astype(float))
+    k = np.exp(psi - psi.max(axis=1, keepdims=True))
+    k /= k.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(fitted_reg.attention([x])[0], k, rtol=1e-4, atol=1e-6)

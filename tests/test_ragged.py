@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+
+from skdiagatt._ragged import bucket_length, check_ragged, make_buckets, unpad
+
+
+def test_accepts_list_tuple_and_3d_array():
+    a = np.ones((3, 2))
+    assert len(check_ragged([a, a[:1]])) == 2
+    assert len(check_ragged((a, a))) == 2
+    out = check_ragged(np.zeros((4, 5, 2)))
+    assert len(out) == 4 and out[0].shape == (5, 2) and out[0].dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        ([np.ones((3, 4)), np.ones((2, 4)), np.ones((2, 4)), np.ones((1, 5))],
+         r"X\[3\] has 5 features, expected 4"),
+        ([np.ones((3, 2)), np.ones((0, 2))], r"X\[1\] is empty"),
+        ([np.ones((3, 2)), np.array([[1.0, np.nan]])], r"X\[1\] contains NaN at row 0, column 1"),
+        ([np.array([[np.inf, 1.0]])], r"X\[0\] contains infinity"),
+        ([np.ones(3)], r"X\[0\] must be a 2-D array"),
+        (np.ones((3, 2)), r"3-D array"),
+        ([], r"no samples"),
+        ([np.array([[1e300]])], r"value too large"),
+    ],
+)
+def test_bad_input_names_the_sample(X, match):
+    with pytest.raises(ValueError, match=match):
+        check_ragged(X)
+
+
+@pytest.mark.parametrize("X", ["abc", None, 3.0, {"a": 1}, [np.array([["a", "b"]])]])
+def test_non_numeric_is_a_type_error(X):
+    with pytest.raises(TypeError):
+        check_ragged(X)
+
+
+def test_feature_count_checked_against_fit():
+    with pytest.raises(ValueError, match=r"X\[0\] has 2 features, expected 3 \(as seen in fit\)"):
+        check_ragged([np.ones((2, 2))], n_features=3)
+
+
+def test_bucket_grid_is_fixed_and_bounded():
+    lengths = np.arange(1, 2000)
+    buckets = np.array([bucket_length(p) for p in lengths])
+    assert np.all(buckets >= lengths)
+    # waste stays below the grid ratio plus rounding to 8 rows
+    assert np.all(buckets[lengths > 40] / lengths[lengths > 40] < 1.25)
+    assert len(np.unique(buckets)) < 40
+
+
+def test_buckets_and_unpad_round_trip():
+    rng = np.random.RandomState(0)
+    samples = [rng.randn(p, 3).astype(np.float32) for p in (1, 7, 9, 30, 8)]
+    b = make_buckets(samples)
+    assert sorted(np.concatenate([x.index for x in b.buckets]).tolist()) == list(range(5))
+    for bucket in b.buckets:
+        for k, i in enumerate(bucket.index):
+            p = samples[i].shape[0]
+            np.testing.assert_array_equal(bucket.X[k, :p], samples[i])
+            assert bucket.where[k, :p].all() and not bucket.where[k, p:].any()
+            assert np.all(bucket.X[k, p:] == 0)
+    rows = unpad(b, [x.X[..., 0] for x in b.buckets])
+    for s, r in zip(samples, rows):
+        np.testing.assert_array_equal(s[:, 0], r)
+    per_sample = unpad(b, [x.index * 10 for x in b.buckets], rows=False)
+    np.testing.assert_array_equal(per_sample, np.arange(5) * 10)
