@@ -6,7 +6,8 @@ instances; their number varies per sample) or a 3-D array, and expose
 """
 
 from .diagatt import DiagAttClassifier, DiagAttRegressor
+from .ntk import NTKPrefixRegressor
 
 __version__ = "0.1.0"
 
-__all__ = ["DiagAttRegressor", "DiagAttClassifier", "__version__"]
+__all__ = ["DiagAttRegressor", "DiagAttClassifier", "NTKPrefixRegressor", "__version__"]

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._ragged import check_ragged, make_buckets, unpad
+from ._training import device_buckets
 
 __all__ = ["MatrixSampleEstimator", "check_targets"]
 
@@ -78,6 +79,65 @@ class MatrixSampleEstimator(BaseEstimator):
             return check_ragged(X)
         check_is_fitted(self)
         return check_ragged(X, n_features=self.n_features_in_)
+
+    def _check_training_params(self):
+        """Check the parameters every trained estimator shares."""
+        _check_positive_int(self.max_iter, "max_iter")
+        _check_positive_float(self.learning_rate, "learning_rate")
+        if self.batch_size != "auto":
+            _check_positive_int(self.batch_size, "batch_size")
+        _check_positive_float(self.tol, "tol", allow_zero=True)
+        _check_positive_int(self.n_iter_no_change, "n_iter_no_change")
+        if not 0.0 < self.validation_fraction < 1.0:
+            raise ValueError(
+                f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}"
+            )
+
+    def _training_data(self, samples, Y, rng):
+        """Split off the validation samples (``early_stopping``) and upload both parts.
+
+        Parameters
+        ----------
+        samples : list of ndarray (p_i, d)
+        Y : ndarray (n, t) or list of n row-level target arrays
+        rng : numpy RandomState
+
+        Returns
+        -------
+        train_samples : list of ndarray
+        loop_kwargs : dict
+            ``data`` and the keyword arguments of ``fit_loop`` shared by every
+            phase (``batch_size``, ``random_state``, ``tol``,
+            ``n_iter_no_change``, ``validation``, ``verbose``).
+        """
+        n = len(samples)
+        take = (lambda idx: [Y[i] for i in idx]) if isinstance(Y, list) else (lambda idx: Y[idx])
+        idx_train, validation = np.arange(n), None
+        if self.early_stopping:
+            n_val = int(round(self.validation_fraction * n))
+            if n_val < 1 or n - n_val < 1:
+                raise ValueError(
+                    "early_stopping needs at least one training and one validation sample; "
+                    f"n={n}, validation_fraction={self.validation_fraction}"
+                )
+            perm = rng.permutation(n)
+            idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
+            validation = device_buckets(make_buckets([samples[i] for i in idx_val]), take(idx_val))
+        train_samples = [samples[i] for i in idx_train]
+        data = device_buckets(make_buckets(train_samples), take(idx_train))
+        # Small data sets get smaller batches, hence enough optimizer steps.
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            batch_size = min(256, max(32, idx_train.size // 16))
+        return train_samples, dict(
+            data=data,
+            batch_size=batch_size,
+            random_state=rng,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            validation=validation,
+            verbose=self.verbose,
+        )
 
     def _buckets(self, X):
         return make_buckets(self._validate_X(X, reset=False))

@@ -12,8 +12,8 @@ from ._base import (
     _check_positive_int,
     check_targets,
 )
-from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets, fit_loop, map_buckets
+from ._ragged import check_ragged, unpad
+from ._training import fit_loop, map_buckets
 from .kernels.diagatt import diagatt_forward, diagatt_loss, head_weights, query_key
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
@@ -100,16 +100,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         if self.objective not in ("latent", "attention"):
             raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
         _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
-        _check_positive_int(self.max_iter, "max_iter")
-        _check_positive_float(self.learning_rate, "learning_rate")
-        if self.batch_size != "auto":
-            _check_positive_int(self.batch_size, "batch_size")
-        _check_positive_float(self.tol, "tol", allow_zero=True)
-        _check_positive_int(self.n_iter_no_change, "n_iter_no_change")
-        if not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(
-                f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}"
-            )
+        self._check_training_params()
 
     # ------------------------------------------------------------ parameters
     def _init_params(self, d, t, rng):
@@ -158,22 +149,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         Y, meta, family = self._encode_targets(y, n, warm)  # Y: (n, t) float32
         rng = check_random_state(self.random_state)
 
-        idx_train = np.arange(n)
-        validation = None
-        if self.early_stopping:
-            n_val = int(round(self.validation_fraction * n))
-            if n_val < 1 or n - n_val < 1:
-                raise ValueError(
-                    f"early_stopping needs at least one training and one validation sample; "
-                    f"n={n}, validation_fraction={self.validation_fraction}"
-                )
-            perm = rng.permutation(n)
-            idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = device_buckets(
-                make_buckets([samples[i] for i in idx_val]), Y[idx_val]
-            )
-        train_samples = [samples[i] for i in idx_train]
-        data = device_buckets(make_buckets(train_samples), Y[idx_train])
+        train_samples, loop = self._training_data(samples, Y, rng)
 
         if warm:
             S = self.preconditioner_
@@ -189,28 +165,15 @@ class _DiagAttBase(MatrixSampleEstimator):
         # The inverse temperature stays out of the main phase: trained
         # alongside W it would undo the penalty (W shrinks, the scale grows).
         frozen["log_scale"] = params.pop("log_scale")
-        # Small data sets get smaller batches, hence enough optimizer steps.
-        batch_size = (
-            min(256, max(32, len(idx_train) // 16)) if self.batch_size == "auto" else self.batch_size
-        )
-        common = dict(
-            batch_size=batch_size,
-            random_state=rng,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            validation=validation,
-            verbose=self.verbose,
-        )
         params, first = fit_loop(
             diagatt_loss,
             (self.objective, family),
             params,
             frozen,
-            data,
             max_iter=self.max_iter,
             learning_rate=self.learning_rate,
             label=f"{type(self).__name__} {self.objective}",
-            **common,
+            **loop,
         )
         curves = [first]
         if self.objective == "latent" and self.calibration_iter > 0:
@@ -225,11 +188,10 @@ class _DiagAttBase(MatrixSampleEstimator):
                 ("attention", family),
                 {k: params[k] for k in trained},
                 {**frozen, **fixed},
-                data,
                 max_iter=self.calibration_iter,
                 learning_rate=self.learning_rate,
                 label=f"{type(self).__name__} calibration",
-                **common,
+                **loop,
             )
             params = {**params, **params2}
             curves.append(second)
@@ -242,7 +204,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         self.n_iter_ = sum(c.n_iter for c in curves)
         self.loss_curve_ = [v for c in curves for v in c.loss_curve]
         self.validation_scores_ = (
-            [v for c in curves for v in c.validation_curve] if validation is not None else None
+            [v for c in curves for v in c.validation_curve] if self.early_stopping else None
         )
         self._set_target_meta(meta)
         return self

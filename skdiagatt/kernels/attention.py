@@ -1,0 +1,488 @@
+"""Exact prefix attention and NTK-Attention (paper 001, Sections 2.3 and 4).
+
+Conventions shared by every function in this module
+---------------------------------------------------
+* ``X`` : (B, L, d) padded batch; ``where`` : (B, L) bool, True = valid row.
+  Padded rows are zeroed before any projection and never act as keys, so
+  whatever they contain cannot change a valid output; their own output rows
+  are exactly zero.
+* Multi-head projections are stacked per head: ``W_Q``, ``W_K`` : (H, d, d_h),
+  ``W_V`` : (H, d, d_v).
+* The prefix ``P`` : (m, d) is a parameter shared by the whole batch; its rows
+  are always visible (also under ``causal=True``, which only masks future
+  rows of ``X``).
+* Outputs are (B, L, H, d_v); attention weights are (B, H, L, n_keys).
+* Scores are ``q . k / sqrt(d_h)``.
+
+Everything is pure ``jax.numpy`` and follows the dtype of the inputs
+(float32 by default, float64 when x64 is enabled).
+"""
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .features import feature_dim, feature_map as _feature_map
+from .softmax import masked_softmax
+
+__all__ = [
+    "prefix_attention",
+    "prefix_attention_streaming",
+    "plain_attention",
+    "attention_weights",
+    "key_attention_mass",
+    "ntk_attention",
+    "prefix_to_state",
+    "eq6_error",
+]
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+def _zero_padded(X, where):
+    # jnp.where (not a product) so that inf/NaN garbage in padded rows is
+    # discarded rather than propagated as 0 * inf.
+    return jnp.where(where[..., None], X, jnp.zeros((), X.dtype))
+
+
+def _project(X, W):
+    """(B, L, d) x (H, d, e) -> (B, H, L, e)."""
+    return jnp.einsum("bld,hde->bhle", X, W)
+
+
+def _scores(Q, K):
+    """(B, H, L, e) x (B, H, n, e) -> (B, H, L, n), scaled by 1/sqrt(e)."""
+    return jnp.einsum("bhle,bhne->bhln", Q, K) / math.sqrt(Q.shape[-1])
+
+
+def _key_mask(where, causal):
+    """Which X rows each query may attend to: (B, 1, L, L) bool."""
+    mask = where[:, None, None, :]
+    if causal:
+        L = where.shape[-1]
+        mask = mask & jnp.tril(jnp.ones((L, L), bool))[None, None]
+    # Padded queries see every (zeroed) row: their output is discarded, but
+    # a row with no visible key would give 0/0 = NaN, which leaks into
+    # gradients even through a jnp.where.
+    return mask | ~where[:, None, :, None]
+
+
+def _finish(out, where):
+    """(B, H, L, e) -> (B, L, H, e) with padded query rows set to exactly 0."""
+    out = jnp.where(where[:, None, :, None], out, jnp.zeros((), out.dtype))
+    return jnp.transpose(out, (0, 2, 1, 3))
+
+
+def _times_exp(x, log_scale):
+    """``x * exp(log_scale)`` without ever forming ``exp(log_scale)``.
+
+    Callers guarantee ``log|x| + log_scale <= 0`` so the result is at most
+    ``|x|``-sized and cannot overflow, while ``exp(log_scale)`` alone could
+    (e.g. ``exp(-row_max)`` for very negative scores). The double ``where``
+    keeps both the value and the gradient finite at ``x == 0``.
+    """
+    nz = x != 0
+    safe = jnp.where(nz, x, jnp.ones((), x.dtype))
+    mag = jnp.exp(jnp.log(jnp.abs(safe)) + log_scale)
+    value = jnp.where(nz, jnp.sign(safe) * mag, jnp.zeros((), x.dtype))
+    # The where above has a zero derivative in x at x == 0, which would
+    # freeze a state trained from Z = k = 0.  There, add a term that is
+    # exactly 0 in value and carries d/dx = exp(log_scale) (capped below
+    # overflow); elsewhere the first branch already has the derivative.
+    cap = jnp.asarray(0.5 * jnp.log(jnp.finfo(x.dtype).max), x.dtype)
+    slope = jnp.exp(jnp.minimum(lax.stop_gradient(log_scale), cap))
+    slope = jnp.where(nz, jnp.zeros((), x.dtype), slope)
+    return value + (x - lax.stop_gradient(x)) * slope
+
+
+def _safe_log(x):
+    """``log(x)`` for ``x >= 0`` with ``log(0) = -inf`` and a finite gradient."""
+    pos = x > 0
+    return jnp.where(pos, jnp.log(jnp.where(pos, x, jnp.ones((), x.dtype))), -jnp.inf)
+
+
+# --------------------------------------------------------------------------
+# exact attention
+# --------------------------------------------------------------------------
+def _dense_prefix(X, where, P, W_Q, W_K, causal):
+    """Scores, mask and values of the exact prefix attention, all keys at once."""
+    Xz = _zero_padded(X, where)
+    Q = _project(Xz, W_Q)
+    B, H, L, _ = Q.shape
+    Kp = jnp.einsum("md,hde->hme", P, W_K)
+    sp = jnp.einsum("bhle,hme->bhlm", Q, Kp) / math.sqrt(Q.shape[-1])
+    scores = jnp.concatenate([sp, _scores(Q, _project(Xz, W_K))], axis=-1)
+    prefix_visible = jnp.ones((B, 1, L, P.shape[0]), bool)
+    mask = jnp.concatenate(
+        [prefix_visible, jnp.broadcast_to(_key_mask(where, causal), (B, 1, L, L))], axis=-1
+    )
+    return scores, jnp.broadcast_to(mask, scores.shape), Xz
+
+
+@functools.partial(jax.jit, static_argnames=("causal",))
+def attention_weights(X, where, W_Q, W_K, P=None, causal=False):
+    """Exact softmax attention weights over the keys ``[P; X]``.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    W_Q, W_K : array, shape (H, d, d_h)
+    P : array, shape (m, d), optional
+        Prefix rows; ``None`` means ``m = 0`` (plain self-attention).
+    causal : bool, default=False
+
+    Returns
+    -------
+    array, shape (B, H, L, m + L)
+        Row-stochastic over visible keys; exactly 0 at padded keys (and at
+        every key for padded queries). The first ``m`` columns are the prefix.
+    """
+    if P is None:
+        P = jnp.zeros((0, X.shape[-1]), X.dtype)
+    scores, mask, _ = _dense_prefix(X, where, P, W_Q, W_K, causal)
+    w = masked_softmax(scores, mask)
+    return jnp.where(where[:, None, :, None], w, jnp.zeros((), w.dtype))
+
+
+def key_attention_mass(weights, where):
+    """Average attention each key row receives from the valid queries.
+
+    Used for localization: the rows that receive most mass drove the output.
+
+    Parameters
+    ----------
+    weights : array, shape (B, H, L, n)
+        From :func:`attention_weights`; only the last ``L`` columns (the X
+        rows) are read, so prefix columns may be present.
+    where : bool array, shape (B, L)
+
+    Returns
+    -------
+    array, shape (B, H, L)
+        Sums to at most 1 over the rows of each sample (less when a prefix
+        takes part of the mass); 0 at padded rows.
+    """
+    L = where.shape[-1]
+    w = weights[..., -L:]
+    n_valid = jnp.maximum(jnp.sum(where, axis=-1), 1).astype(w.dtype)
+    return jnp.sum(w, axis=2) / n_valid[:, None, None]
+
+
+@functools.partial(jax.jit, static_argnames=("causal",))
+def prefix_attention(X, where, P, W_Q, W_K, W_V, causal=False):
+    """Exact softmax attention of the rows of ``X`` over the keys ``[P; X]``.
+
+    Queries come from ``X`` only; keys and values from the prefix ``P`` and
+    the valid rows of ``X`` (paper 001, Definition 2.1, with the usual
+    ``1/sqrt(d_h)``). This holds the full ``(B, H, L, m + L)`` score array;
+    use :func:`prefix_attention_streaming` for long prefixes.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    P : array, shape (m, d)
+        ``m = 0`` gives plain self-attention.
+    W_Q, W_K : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+    causal : bool, default=False
+        Mask future rows of ``X``; prefix rows stay visible.
+
+    Returns
+    -------
+    array, shape (B, L, H, d_v)
+    """
+    scores, mask, Xz = _dense_prefix(X, where, P, W_Q, W_K, causal)
+    w = masked_softmax(scores, mask)
+    m = P.shape[0]
+    Vp = jnp.einsum("md,hde->hme", P, W_V)
+    Vx = _project(Xz, W_V)
+    out = jnp.einsum("bhlm,hme->bhle", w[..., :m], Vp) + jnp.einsum(
+        "bhln,bhne->bhle", w[..., m:], Vx
+    )
+    return _finish(out, where)
+
+
+def plain_attention(X, where, W_Q, W_K, W_V, causal=False):
+    """Exact masked softmax self-attention (``prefix_attention`` with ``m = 0``).
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    W_Q, W_K : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+    causal : bool, default=False
+
+    Returns
+    -------
+    array, shape (B, L, H, d_v)
+    """
+    P = jnp.zeros((0, X.shape[-1]), X.dtype)
+    return prefix_attention(X, where, P, W_Q, W_K, W_V, causal=causal)
+
+
+def _blocks(P, block_size):
+    """Pad ``P`` (m, d) to whole blocks: (n_blocks, block, d) rows and validity."""
+    m, d = P.shape
+    block = max(1, min(int(block_size), m))
+    n_blocks = -(-m // block)
+    pad = n_blocks * block - m
+    Pb = jnp.concatenate([P, jnp.zeros((pad, d), P.dtype)]).reshape(n_blocks, block, d)
+    valid = (jnp.arange(n_blocks * block) < m).reshape(n_blocks, block)
+    return Pb, valid
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "block_size", "return_lse"))
+def prefix_attention_streaming(
+    X, where, P, W_Q, W_K, W_V, causal=False, block_size=4096, return_lse=False
+):
+    """Exact prefix attention streamed over blocks of prefix rows.
+
+    Same result as :func:`prefix_attention`, but the prefix is visited in
+    blocks of ``block_size`` rows with an online softmax (running max, running
+    sum, running weighted values), so memory is ``O(B H L block_size)``
+    whatever ``m`` is. Time is still ``O(m L d)``.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    P : array, shape (m, d), m >= 1
+    W_Q, W_K : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+    causal : bool, default=False
+    block_size : int, default=4096
+    return_lse : bool, default=False
+        Also return the log-partition ``log sum_j exp(s_ij)`` over all visible
+        keys, so callers can recover exact weights block by block.
+
+    Returns
+    -------
+    out : array, shape (B, L, H, d_v)
+    lse : array, shape (B, L, H)
+        Only if ``return_lse``.
+    """
+    Xz = _zero_padded(X, where)
+    Q = _project(Xz, W_Q)
+    s = _scores(Q, _project(Xz, W_K))
+    s = jnp.where(_key_mask(where, causal), s, -jnp.inf)
+    # The X block seeds the running statistics; a valid query always sees a
+    # valid key (itself) so the max is finite there, padded queries get 0.
+    run_max = jnp.max(s, axis=-1)
+    run_max = jnp.where(jnp.isfinite(run_max), run_max, 0.0)
+    e = jnp.exp(s - run_max[..., None])
+    run_sum = jnp.sum(e, axis=-1)
+    run_acc = jnp.einsum("bhln,bhne->bhle", e, _project(Xz, W_V))
+
+    Pb, valid = _blocks(P, block_size)
+
+    def step(carry, block):
+        mx, sm, acc = carry
+        rows, ok = block
+        Kp = jnp.einsum("nd,hde->hne", rows, W_K)
+        Vp = jnp.einsum("nd,hde->hne", rows, W_V)
+        sb = jnp.einsum("bhle,hne->bhln", Q, Kp) / math.sqrt(Q.shape[-1])
+        sb = jnp.where(ok, sb, -jnp.inf)
+        new = jnp.maximum(mx, jnp.max(sb, axis=-1))
+        shrink = jnp.exp(mx - new)
+        eb = jnp.exp(sb - new[..., None])
+        sm = sm * shrink + jnp.sum(eb, axis=-1)
+        acc = acc * shrink[..., None] + jnp.einsum("bhln,hne->bhle", eb, Vp)
+        return (new, sm, acc), None
+
+    (mx, sm, acc), _ = lax.scan(step, (run_max, run_sum, run_acc), (Pb, valid))
+    out = _finish(acc / sm[..., None], where)
+    if not return_lse:
+        return out
+    lse = jnp.transpose(mx + jnp.log(sm), (0, 2, 1))
+    return out, lse
+
+
+# --------------------------------------------------------------------------
+# NTK-Attention
+# --------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnames=("feature_map", "degree", "causal"))
+def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2, causal=False):
+    """NTK-Attention (paper 001, Algorithm 1), per head, numerically stable.
+
+    ``T = (A V + phi(Q) Z) / (A 1 + relu(phi(Q) k))`` with
+    ``A = exp(Q K^T / sqrt(d_h))`` over the valid (and, if ``causal``, past)
+    rows of ``X``. With ``Z, k = prefix_to_state(P, ...)`` this approximates
+    ``prefix_attention(X, where, P, ...)``; with ``Z = 0, k = 0`` it is plain
+    attention.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    Z : array, shape (H, r, d_v)
+    k : array, shape (H, r)
+    W_Q, W_K : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+    feature_map : {"taylor", "elu"}, default="taylor"
+    degree : int, default=2
+        Taylor degree ``g``; ``r = C(d_h + g, g)`` (``r = d_h`` for elu).
+    causal : bool, default=False
+
+    Returns
+    -------
+    array, shape (B, L, H, d_v)
+        Finite for every finite input whose scores and ``phi(Q) Z`` are
+        representable; padded query rows are exactly 0.
+
+    Notes
+    -----
+    *Positivity of the denominator.* The prefix mass ``phi(q) . k`` is a sum
+    of kernel values and must be ``>= 0`` for ``T`` to be an attention
+    average. It is automatically for a state built from a real prefix with
+    the elu map or an even Taylor degree (``1 + t + t^2/2 > 0``), but not for
+    odd degrees (``1 + t < 0`` when ``t < -1``) nor for a trained ``k``. The
+    kernel clamps it, ``relu(phi(q) . k)``: a negative mass is treated as
+    "no prefix mass", which keeps ``A 1 + relu(.) >= A 1 > 0``, is continuous
+    in ``k`` and leaves the caller free to parametrise ``k`` (the authors use
+    ``|k|`` with the positive elu map, which never reaches the clamp).
+
+    *No overflow.* Scores are shifted by a per-query scale ``M``, the largest
+    of the row max of the scores and ``log`` of the prefix terms' size, and
+    the prefix terms are multiplied by ``exp(-M)`` in log space, never by
+    ``exp(M)`` or ``exp(-row_max)`` on their own (which overflow float32
+    beyond ~88). Then every term of numerator and denominator is at most
+    1 in size, the denominator is floored at the smallest normal number and
+    ``|T| <= max|V| + 1 / tiny`` is finite. When the row max is large the
+    prefix factor underflows to 0, which is right: the prefix is then
+    negligible against ``exp(row_max)``.
+    """
+    fmap = _feature_map(feature_map, degree)
+    Xz = _zero_padded(X, where)
+    Q = _project(Xz, W_Q)
+    V = _project(Xz, W_V)
+    s = jnp.where(_key_mask(where, causal), _scores(Q, _project(Xz, W_K)), -jnp.inf)
+    row_max = jnp.max(s, axis=-1)  # (B, H, L); -inf only without any visible key
+
+    phi = fmap(Q)  # (B, H, L, r)
+    # Normalising phi by its largest entry keeps phi(Q) Z and phi(Q) k in
+    # range even for large queries; log_n carries the scale back.
+    n = jnp.max(jnp.abs(phi), axis=-1)
+    n = jnp.where(n > 0, n, jnp.ones((), n.dtype))
+    log_n = jnp.log(n)
+    phi = phi / n[..., None]
+    u = jnp.einsum("bhlr,hrv->bhlv", phi, Z)
+    # max(., 0) rather than relu: its derivative at exactly 0 is 1/2, not 0,
+    # so a state trained from k = 0 is not stuck at the clamp.
+    c = jnp.maximum(jnp.einsum("bhlr,hr->bhl", phi, k), 0.0)
+
+    prefix_log_size = log_n + _safe_log(jnp.maximum(c, jnp.max(jnp.abs(u), axis=-1)))
+    M = jnp.maximum(row_max, prefix_log_size)
+    M = lax.stop_gradient(jnp.where(jnp.isfinite(M), M, 0.0))  # shift-invariant
+
+    w = jnp.exp(s - M[..., None])  # exactly 0 at masked keys
+    num = jnp.einsum("bhln,bhne->bhle", w, V) + _times_exp(u, (log_n - M)[..., None])
+    den = jnp.sum(w, axis=-1) + _times_exp(c, log_n - M)
+    den = jnp.maximum(den, jnp.finfo(den.dtype).tiny)
+    return _finish(num / den[..., None], where)
+
+
+def _default_state_block(m, H, r, budget_elems=1 << 24):
+    # ~64 MiB of float32 features per block: each block rewrites the whole
+    # (r, d_v) state, so blocks must hold a few hundred rows even at
+    # r ~ 5e4 (d_h = 64, g = 3) for the update not to be memory bound.
+    return max(1, min(m, budget_elems // max(1, H * r)))
+
+
+@functools.partial(jax.jit, static_argnames=("feature_map", "degree", "block_size"))
+def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None):
+    """Compress a prefix into the NTK-Attention state (paper 001, Eq. 4).
+
+    ``Z = sum_r phi(W_K^T P_r) (P_r W_V)``, ``k = sum_r phi(W_K^T P_r)`` per
+    head, accumulated over blocks of prefix rows with ``lax.scan`` so the
+    ``(m, r)`` feature matrix is never held whole.
+
+    Parameters
+    ----------
+    P : array, shape (m, d)
+    W_K : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+    feature_map : {"taylor", "elu"}, default="taylor"
+    degree : int, default=2
+    block_size : int, optional
+        Prefix rows per block; default keeps one block's features near
+        ``2^24`` elements.
+
+    Returns
+    -------
+    Z : array, shape (H, r, d_v)
+    k : array, shape (H, r)
+    """
+    fmap = _feature_map(feature_map, degree)
+    m = P.shape[0]
+    H, _, dh = W_K.shape
+    dv = W_V.shape[-1]
+    r = feature_dim(feature_map, dh, degree)
+    if block_size is None:
+        block_size = _default_state_block(m, H, r)
+    Z0 = jnp.zeros((H, r, dv), P.dtype)
+    k0 = jnp.zeros((H, r), P.dtype)
+    if m == 0:
+        return Z0, k0
+    Pb, valid = _blocks(P, block_size)
+
+    def step(carry, block):
+        Z, k = carry
+        rows, ok = block
+        phi = fmap(jnp.einsum("nd,hde->hne", rows, W_K))
+        # Padding rows are zero and phi(0) != 0 for Taylor, so mask them.
+        # Appending the mask as an extra value column gets k from the same
+        # matmul as Z: a separate sum over rows is a slow column reduction
+        # on CPU.
+        ok = ok.astype(P.dtype)
+        vals = jnp.einsum("nd,hde->hne", rows, W_V) * ok[None, :, None]
+        vals = jnp.concatenate([vals, jnp.broadcast_to(ok[None, :, None], (H, ok.shape[0], 1))], axis=-1)
+        both = jnp.einsum("hnr,hne->hre", phi, vals)
+        return (Z + both[..., :dv], k + both[..., dv]), None
+
+    (Z, k), _ = lax.scan(step, (Z0, k0), (Pb, valid))
+    return Z, k
+
+
+# --------------------------------------------------------------------------
+# metric
+# --------------------------------------------------------------------------
+def eq6_error(T, T_ref, score_absmax, where=None):
+    """Approximation error of paper 001, Eq. 6.
+
+    ``(1 / n) sum_i ||T_i - T_ref_i||_F^2 / (L_i d_out) / ||S_i||_inf``, the
+    mean squared error per entry of each sample scaled by the largest
+    absolute logit ``||S_i||_inf`` of that sample.
+
+    Parameters
+    ----------
+    T, T_ref : array, shape (B, L, ...)
+        Outputs, e.g. (B, L, H, d_v); trailing axes are flattened into
+        ``d_out``.
+    score_absmax : array, shape (B,) or scalar
+        ``max |q . k| / sqrt(d_h)`` over the sample's queries and all its
+        keys ``[P; X]`` -- the argument of ``exp``. The paper writes
+        ``||Q_i K_i^T||_inf`` because its ``A = exp(Q K^T)`` has no
+        ``1/sqrt(d)``; the intent (the size of the exponent) is the same.
+    where : bool array, shape (B, L), optional
+        Only valid rows count; ``L_i`` is their number.
+
+    Returns
+    -------
+    scalar array
+    """
+    B, L = T.shape[:2]
+    diff = (jnp.asarray(T) - jnp.asarray(T_ref)).reshape(B, L, -1)
+    d_out = diff.shape[-1]
+    if where is None:
+        where = jnp.ones((B, L), bool)
+    sq = jnp.sum(jnp.where(where[..., None], diff, 0.0) ** 2, axis=(1, 2))
+    rows = jnp.maximum(jnp.sum(where, axis=-1), 1)
+    per_sample = sq / (rows * d_out) / jnp.broadcast_to(jnp.asarray(score_absmax), (B,))
+    return jnp.mean(per_sample)

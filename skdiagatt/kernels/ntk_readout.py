@@ -1,0 +1,78 @@
+"""NTK-Attention followed by pooling and a linear read-out, and its training loss.
+
+Parameters (trained): ``Z`` (H, r, d_v), ``k`` (H, r) -- the compressed
+infinitely long prefix -- and the read-out ``W_out`` (H * d_v, t), ``b`` (t,).
+Fixed (``frozen``): ``Z`` and ``k`` too when they are not trained, the attention projections ``W_Q``, ``W_K`` (H, d, d_h),
+``W_V`` (H, d, d_v) and ``alpha``, the L2 penalty of the read-out.
+Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
+``{"mean", "first", None}`` (None: one prediction per row).
+"""
+
+import jax.numpy as jnp
+
+from .attention import attention_weights, key_attention_mass, ntk_attention
+from .losses import gaussian_loglik
+
+__all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
+
+
+def _attend(params, frozen, X, where, config, Z, k, W_V):
+    feature_map, degree, causal, _ = config
+    return ntk_attention(
+        X, where, Z, k, frozen["W_Q"], frozen["W_K"], W_V,
+        feature_map=feature_map, degree=degree, causal=causal,
+    )
+
+
+def ntk_readout_forward(params, frozen, X, where, config):
+    """Predictions of the NTK-Attention read-out.
+
+    Returns
+    -------
+    array, shape (B, t) when pooling, (B, L, t) when ``pooling`` is None
+    """
+    pooling = config[3]
+    params = {**frozen, **params}  # Z and k may be held fixed (in frozen)
+    T = _attend(params, frozen, X, where, config, params["Z"], params["k"], frozen["W_V"])
+    B, L = where.shape
+    T = T.reshape(B, L, -1)  # heads concatenated: (B, L, H * d_v)
+    if pooling == "mean":
+        n = jnp.maximum(jnp.sum(where, axis=1, keepdims=True), 1).astype(T.dtype)
+        T = jnp.sum(T, axis=1) / n  # padded rows of T are exactly 0
+    elif pooling == "first":
+        T = T[:, 0]
+    return T @ params["W_out"] + params["b"]
+
+
+def ntk_readout_loss(params, frozen, batch, config):
+    """Half the mean squared error (per sample, or per valid row) plus the read-out penalty."""
+    z = ntk_readout_forward(params, frozen, batch["X"], batch["where"], config)
+    zero = jnp.zeros(z.shape[-1], z.dtype)
+    per = -gaussian_loglik(batch["y"], z, zero)
+    w = batch["w"]
+    if config[3] is None:
+        rows = batch["where"].astype(per.dtype)
+        per = jnp.sum(per * rows, axis=1) / jnp.maximum(jnp.sum(rows, axis=1), 1.0)
+    return jnp.sum(w * per) / jnp.sum(w) + frozen["alpha"] * jnp.sum(params["W_out"] ** 2)
+
+
+def ntk_row_mass(params, frozen, X, where, config):
+    """Average attention mass each row receives from the sample's queries, per head.
+
+    Under NTK-Attention a query ``i`` spends the share ``s_i = phi(q_i) k /
+    (A_i 1 + phi(q_i) k)`` on the prefix and the rest on the rows of X in the
+    proportions of plain attention.  ``s_i`` comes from the same stable kernel
+    with the prefix's values set to one and the rows' values to zero.
+
+    Returns
+    -------
+    array, shape (B, H, L)
+    """
+    H, r = params["k"].shape
+    ones = params["k"][..., None]  # Z = k: every prefix key carries value 1
+    no_values = jnp.zeros(frozen["W_V"].shape[:2] + (1,), frozen["W_V"].dtype)
+    share = _attend(params, frozen, X, where, config, ones, params["k"], no_values)[..., 0]
+    keep = jnp.clip(1.0 - share, 0.0, 1.0)  # (B, L, H)
+    w = attention_weights(X, where, frozen["W_Q"], frozen["W_K"], causal=config[2])
+    w = w * jnp.transpose(keep, (0, 2, 1))[..., None]
+    return key_attention_mass(w, where)

@@ -1,0 +1,324 @@
+"""NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
+
+import math
+
+import jax
+import numpy as np
+from sklearn.base import RegressorMixin
+from sklearn.utils import check_random_state
+
+from ._base import MatrixSampleEstimator, _check_positive_float, _check_positive_int, check_targets
+from ._ragged import check_ragged, unpad
+from ._training import fit_loop, map_buckets
+from .kernels.attention import prefix_to_state
+from .kernels.features import feature_dim
+from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
+
+__all__ = ["NTKPrefixRegressor"]
+
+_forward = jax.jit(ntk_readout_forward, static_argnames=("config",))
+_row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
+_PROJECTIONS = ("W_Q", "W_K", "W_V")
+
+
+class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
+    """Attention with an infinitely long trainable prefix, compressed into ``Z`` and ``k``.
+
+    NTK-Attention (paper 001, Algorithm 1) replaces the keys and values of a
+    prefix ``P`` (m rows) by two sums, ``Z = sum_r phi(W_K^T P_r) (P_r W_V)`` and
+    ``k = sum_r phi(W_K^T P_r)``, where ``phi(q) . phi(k') ~ exp(q . k' / sqrt(d_h))``.
+    Each row's output is ``T = (A V + phi(Q) Z) / (A 1 + phi(Q) k)`` with
+    ``A = exp(Q K^T / sqrt(d_h))`` over the sample's rows; its cost does not
+    depend on m.  The attention projections are frozen (taken from a
+    pretrained layer, or drawn at random); ``Z``, ``k`` and a linear read-out of
+    the pooled (or per-row) outputs are trained.
+
+    Parameters
+    ----------
+    n_heads : int, default=1
+    head_dim : int or None, default=None
+        d_h = d_v per head; None uses ``max(1, d // n_heads)``.  Ignored when
+        ``attention_weights`` is given.
+    attention_weights : dict or None, default=None
+        Frozen projections ``{"W_Q", "W_K", "W_V"}``, each of shape
+        (n_heads, d, d_h) or (d, n_heads * d_h).  None draws them from
+        ``random_state`` with entries ``N(0, 1 / (2 d))``, so that
+        ``q . k / sqrt(d_h)`` is of order one for standardized rows.
+    feature_map : {"taylor", "elu"}, default="taylor"
+        ``"taylor"``: truncated Taylor features of exp (polynomial method),
+        dimension ``C(d_h + degree, degree)``.  ``"elu"``: ``elu(x / d_h^(1/4)) + 1``
+        as in the authors' public code, dimension d_h.
+    degree : int, default=2
+        Taylor degree.
+    prefix_length : int, default=1024
+        m, the length of the random prefix that ``init="prefix"`` compresses.
+    init : {"prefix", "zeros"}, default="prefix"
+        ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4);
+        ``"zeros"``: start as plain attention.
+    pooling : {"mean", "first"} or None, default="mean"
+        How row outputs become one vector per sample; None predicts one target
+        per row (``y`` is then a ragged list of (p_i,) or (p_i, t) arrays).
+    causal : bool, default=False
+        Rows attend only to earlier rows (and the prefix).
+    train_state : bool, default=True
+        Train ``Z`` and ``k``; False keeps them at their initial value and
+        trains the read-out alone (with ``init="zeros"``: frozen plain attention).
+    alpha : float, default=1e-4
+        L2 penalty on the read-out.
+    max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
+validation_fraction, random_state, verbose, warm_start
+        Training, as in :class:`skdiagatt.DiagAttRegressor`.
+
+    Attributes
+    ----------
+    params_ : dict of ndarray
+        Trained ``Z`` (H, r, d_h), ``k`` (H, r), ``W_out`` (H * d_h, t), ``b`` (t,).
+    attention_weights_ : dict of ndarray
+        The frozen projections, each (H, d, d_h).
+    n_features_in_, n_iter_, loss_curve_, validation_scores_, y_mean_, y_scale_
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt import NTKPrefixRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = [rng.randn(rng.randint(3, 9), 4) for _ in range(40)]
+    >>> y = np.array([x[:, 0].mean() for x in X])
+    >>> est = NTKPrefixRegressor(max_iter=3, prefix_length=16, random_state=0).fit(X, y)
+    >>> est.predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(
+        self,
+        n_heads=1,
+        *,
+        head_dim=None,
+        attention_weights=None,
+        feature_map="taylor",
+        degree=2,
+        prefix_length=1024,
+        init="prefix",
+        pooling="mean",
+        causal=False,
+        train_state=True,
+        alpha=1e-4,
+        max_iter=50,
+        learning_rate=0.01,
+        batch_size="auto",
+        tol=1e-4,
+        n_iter_no_change=5,
+        early_stopping=False,
+        validation_fraction=0.1,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.attention_weights = attention_weights
+        self.feature_map = feature_map
+        self.degree = degree
+        self.prefix_length = prefix_length
+        self.init = init
+        self.pooling = pooling
+        self.causal = causal
+        self.train_state = train_state
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ----------------------------------------------------------------- checks
+    def _check_params(self):
+        _check_positive_int(self.n_heads, "n_heads")
+        if self.head_dim is not None:
+            _check_positive_int(self.head_dim, "head_dim")
+        if self.feature_map not in ("taylor", "elu"):
+            raise ValueError(f"feature_map must be 'taylor' or 'elu', got {self.feature_map!r}")
+        _check_positive_int(self.degree, "degree")
+        _check_positive_int(self.prefix_length, "prefix_length")
+        if self.init not in ("prefix", "zeros"):
+            raise ValueError(f"init must be 'prefix' or 'zeros', got {self.init!r}")
+        if self.pooling not in ("mean", "first", None):
+            raise ValueError(f"pooling must be 'mean', 'first' or None, got {self.pooling!r}")
+        _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        self._check_training_params()
+
+    def _projections(self, d, rng):
+        """The frozen (H, d, d_h) projections, validated or drawn."""
+        H = self.n_heads
+        if self.attention_weights is None:
+            dh = self.head_dim or max(1, d // H)
+            std = math.sqrt(0.5 / d)
+            return {k: (std * rng.standard_normal((H, d, dh))).astype(np.float32) for k in _PROJECTIONS}
+        given = self.attention_weights
+        if not isinstance(given, dict) or set(given) != set(_PROJECTIONS):
+            raise ValueError("attention_weights must be a dict with exactly the keys W_Q, W_K, W_V")
+        out = {}
+        for key in _PROJECTIONS:
+            W = np.asarray(given[key], dtype=np.float32)
+            if W.ndim == 2 and W.shape[0] == d and W.shape[1] % H == 0:
+                W = W.reshape(d, H, W.shape[1] // H).transpose(1, 0, 2)
+            if W.ndim != 3 or W.shape[:2] != (H, d):
+                raise ValueError(
+                    f"attention_weights[{key!r}] has shape {np.shape(given[key])}; expected "
+                    f"({H}, {d}, d_h) or ({d}, {H} * d_h) for n_heads={H} and {d} features"
+                )
+            if not np.all(np.isfinite(W)):
+                raise ValueError(f"attention_weights[{key!r}] contains NaN or infinity")
+            out[key] = W
+        if out["W_Q"].shape != out["W_K"].shape:
+            raise ValueError("attention_weights W_Q and W_K must have the same shape")
+        return out
+
+    def _config(self):
+        return (self.feature_map, int(self.degree), bool(self.causal), self.pooling)
+
+    # -------------------------------------------------------------- targets
+    def _encode_targets(self, y, samples, warm):
+        n = len(samples)
+        if self.pooling is None:
+            if not isinstance(y, (list, tuple)) or len(y) != n:
+                raise ValueError(
+                    "with pooling=None, y must be a list of one (p_i,) or (p_i, t) array per sample"
+                )
+            rows = []
+            for i, (yi, xi) in enumerate(zip(y, samples)):
+                yi = check_targets(yi, xi.shape[0])
+                rows.append(yi.reshape(xi.shape[0], -1))
+                if rows[-1].shape[1] != rows[0].shape[1]:
+                    raise ValueError(f"y[{i}] has {rows[-1].shape[1]} targets, y[0] has {rows[0].shape[1]}")
+            flat, ndim = np.concatenate(rows), np.ndim(y[0])
+        else:
+            yy = check_targets(y, n)
+            flat, ndim = yy.reshape(n, -1), yy.ndim
+            rows = None
+        if warm:
+            if flat.shape[1] != self.y_mean_.shape[0]:
+                raise ValueError(
+                    f"y has {flat.shape[1]} targets but the warm-started model has {self.y_mean_.shape[0]}"
+                )
+            mean, scale = self.y_mean_, self.y_scale_
+        else:
+            mean, scale = flat.mean(axis=0), flat.std(axis=0)
+            scale = np.where(scale > 0, scale, 1.0)
+        if rows is None:
+            Y = ((flat - mean) / scale).astype(np.float32)
+        else:
+            Y = [((r - mean) / scale).astype(np.float32) for r in rows]
+        return Y, (ndim, mean, scale)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Fit ``Z``, ``k`` and the read-out; the projections stay frozen.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,) or (n, n_targets); with ``pooling=None`` a
+            list of (p_i,) or (p_i, n_targets) arrays
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        samples = check_ragged(X)
+        d = samples[0].shape[1]
+        warm = self.warm_start and hasattr(self, "params_")
+        if warm and d != self.n_features_in_:
+            raise ValueError(
+                f"X has {d} features but the warm-started model was fitted with {self.n_features_in_}"
+            )
+        Y, meta = self._encode_targets(y, samples, warm)
+        rng = check_random_state(self.random_state)
+        frozen = self.attention_weights_ if warm else self._projections(d, rng)
+        _, loop = self._training_data(samples, Y, rng)
+        if warm:
+            params = {k: v.copy() for k, v in self.params_.items()}
+        else:
+            params = self._init_params(frozen, meta[1].shape[0], rng)
+        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
+        params, result = fit_loop(
+            ntk_readout_loss,
+            self._config(),
+            params,
+            {**frozen, **fixed, "alpha": np.float32(self.alpha)},
+            max_iter=self.max_iter,
+            learning_rate=self.learning_rate,
+            label=type(self).__name__,
+            **loop,
+        )
+        self.params_ = {**params, **fixed}
+        self.attention_weights_ = frozen
+        self.n_features_in_ = d
+        self.n_iter_ = result.n_iter
+        self.loss_curve_ = result.loss_curve
+        self.validation_scores_ = result.validation_curve if self.early_stopping else None
+        self._y_ndim, self.y_mean_, self.y_scale_ = meta
+        return self
+
+    def _init_params(self, frozen, t, rng):
+        H, d, dh = frozen["W_K"].shape
+        dv = frozen["W_V"].shape[-1]
+        r = feature_dim(self.feature_map, dh, self.degree)
+        if self.init == "prefix":
+            P = rng.standard_normal((self.prefix_length, d)).astype(np.float32)
+            Z, k = prefix_to_state(P, frozen["W_K"], frozen["W_V"], self.feature_map, self.degree)
+            Z, k = np.asarray(Z), np.asarray(k)
+        else:
+            Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, r), np.float32)
+        return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}
+
+    # ------------------------------------------------------------ inference
+    def _frozen_fitted(self):
+        return {**self.attention_weights_, "alpha": np.float32(self.alpha)}
+
+    def predict(self, X):
+        """Predicted responses.
+
+        Returns
+        -------
+        ndarray of shape (n,) or (n, n_targets); with ``pooling=None`` a list of
+        (p_i,) or (p_i, n_targets) arrays
+        """
+        buckets = self._buckets(X)
+        frozen, config = self._frozen_fitted(), self._config()
+        z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_, config=config), buckets)
+        if self.pooling is None:
+            rows = unpad(buckets, [np.swapaxes(b, 1, 2) for b in z])  # (t, p_i) each
+            out = [r.T.astype(np.float64) * self.y_scale_ + self.y_mean_ for r in rows]
+            return [o[:, 0] for o in out] if self._y_ndim == 1 else out
+        out = unpad(buckets, z, rows=False).astype(np.float64) * self.y_scale_ + self.y_mean_
+        return out[:, 0] if self._y_ndim == 1 else out
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of the predictions (pooled over all rows when ``pooling=None``)."""
+        if self.pooling is None:
+            from sklearn.metrics import r2_score
+
+            return r2_score(np.concatenate([np.ravel(v) for v in y]),
+                            np.concatenate([np.ravel(v) for v in self.predict(X)]))
+        return super().score(X, y, sample_weight=sample_weight)
+
+    def _head_weights(self, buckets):
+        frozen, config = self._frozen_fitted(), self._config()
+        return map_buckets(lambda X_, w_: _row_mass(self.params_, frozen, X_, w_, config=config), buckets)
+
+    def attention(self, X):
+        """Average attention mass each row receives from the sample's rows, per head.
+
+        Returns
+        -------
+        list of ndarray of shape (n_heads, p_i)
+            Sums to at most one per head: the rest goes to the prefix.
+        """
+        return super().attention(X)

@@ -1,0 +1,155 @@
+"""NTKPrefixRegressor tested by what users do with it."""
+
+import pickle
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils import estimator_checks
+
+from skdiagatt import NTKPrefixRegressor
+from skdiagatt._ragged import make_buckets
+from skdiagatt.kernels.attention import plain_attention
+
+FAST = dict(max_iter=3, prefix_length=32, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = [rng.randn(rng.randint(3, 10), 4).astype(np.float32) for _ in range(60)]
+    y = np.array([np.tanh(x[:, 0]).mean() + 0.1 * x[:, 1].max() for x in X])
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    return NTKPrefixRegressor(n_heads=2, head_dim=3, **FAST).fit(*data)
+
+
+@pytest.mark.parametrize("check", ["check_no_attributes_set_in_init", "check_parameters_default_constructible",
+                                   "check_get_params_invariance", "check_set_params", "check_estimator_repr"])
+def test_sklearn_data_free_checks(check):
+    getattr(estimator_checks, check)("NTKPrefixRegressor", NTKPrefixRegressor())
+
+
+def test_frozen_projections_do_not_move(data):
+    X, y = data
+    rng = np.random.RandomState(1)
+    given = {k: rng.randn(2, 4, 3).astype(np.float32) * 0.3 for k in ("W_Q", "W_K", "W_V")}
+    copy = {k: v.copy() for k, v in given.items()}
+    est = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=5, prefix_length=32,
+                             random_state=0).fit(X, y)
+    for k in given:
+        np.testing.assert_array_equal(est.attention_weights_[k], copy[k])
+        np.testing.assert_array_equal(given[k], copy[k])
+    init = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=1, prefix_length=32,
+                              random_state=0, learning_rate=1e-12).fit(X, y)
+    assert not np.allclose(est.params_["Z"], init.params_["Z"])  # the state is trained
+
+
+def test_two_d_projection_layout_is_accepted(data):
+    X, y = data
+    rng = np.random.RandomState(2)
+    flat = {k: rng.randn(4, 6).astype(np.float32) * 0.3 for k in ("W_Q", "W_K", "W_V")}
+    est = NTKPrefixRegressor(n_heads=2, attention_weights=flat, **FAST).fit(X, y)
+    np.testing.assert_array_equal(est.attention_weights_["W_Q"][1], flat["W_Q"][:, 3:])
+
+
+def test_zeros_init_is_plain_attention(data):
+    X, y = data
+    est = NTKPrefixRegressor(init="zeros", train_state=False, **FAST).fit(X, y)
+    assert np.all(est.params_["Z"] == 0) and np.all(est.params_["k"] == 0)
+    W = est.attention_weights_
+    b = make_buckets([np.asarray(x, np.float32) for x in X])
+    pred = est.predict(X)
+    for bucket in b.buckets:
+        T = plain_attention(jnp.asarray(bucket.X), jnp.asarray(bucket.where), W["W_Q"], W["W_K"], W["W_V"])
+        T = np.asarray(T).reshape(T.shape[0], T.shape[1], -1)
+        pooled = T.sum(1) / bucket.where.sum(1, keepdims=True)
+        z = pooled @ est.params_["W_out"] + est.params_["b"]
+        ref = z[:, 0] * est.y_scale_ + est.y_mean_
+        np.testing.assert_allclose(pred[bucket.index], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_clone_pickle_grid_search(fitted, data):
+    X, y = data
+    assert not hasattr(clone(fitted), "params_")
+    again = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(again.predict(X), fitted.predict(X))
+    grid = GridSearchCV(NTKPrefixRegressor(**FAST), {"feature_map": ["taylor", "elu"]}, cv=2).fit(X, y)
+    assert grid.best_params_["feature_map"] in ("taylor", "elu")
+
+
+def test_reproducible(data):
+    X, y = data
+    a = NTKPrefixRegressor(**FAST).fit(X, y)
+    b = NTKPrefixRegressor(**FAST).fit(X, y)
+    for k in a.params_:
+        np.testing.assert_array_equal(a.params_[k], b.params_[k])
+
+
+def test_localize_and_attention(fitted, data):
+    X, _ = data
+    att = fitted.attention(X)
+    for x, w in zip(X, att):
+        assert w.shape == (2, x.shape[0]) and np.all(w >= 0) and np.all(w.sum(1) <= 1 + 1e-5)
+    loc = fitted.localize(X, top_k=2)
+    assert all(len(r) == 2 and np.all(r < x.shape[0]) for r, x in zip(loc, X))
+
+
+def test_padding_invariance(fitted, data):
+    X, _ = data
+    full = fitted.predict(X)
+    np.testing.assert_allclose(fitted.predict([X[4], X[1]]), full[[4, 1]], rtol=1e-5, atol=1e-6)
+
+
+def test_token_level_targets(data):
+    X, _ = data
+    y_rows = [np.column_stack([x[:, 0], -x[:, 1]]) for x in X]
+    est = NTKPrefixRegressor(pooling=None, causal=True, **FAST).fit(X, y_rows)
+    pred = est.predict(X)
+    assert all(p.shape == (x.shape[0], 2) for p, x in zip(pred, X))
+    assert np.isfinite(est.score(X, y_rows))
+    with pytest.raises(ValueError, match="list of one"):
+        NTKPrefixRegressor(pooling=None, **FAST).fit(X, np.zeros(len(X)))
+
+
+def test_bad_inputs(fitted, data):
+    X, y = data
+    with pytest.raises(NotFittedError):
+        NTKPrefixRegressor().predict(X)
+    with pytest.raises(ValueError, match=r"X\[1\] has 5 features, expected 4"):
+        fitted.predict([X[0], np.ones((2, 5))])
+    with pytest.raises(ValueError, match="attention_weights"):
+        NTKPrefixRegressor(attention_weights={"W_Q": np.ones((4, 2))}, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match=r"attention_weights\['W_K'\] has shape"):
+        NTKPrefixRegressor(attention_weights={"W_Q": np.ones((1, 4, 2)), "W_K": np.ones((3, 3)),
+                                              "W_V": np.ones((1, 4, 2))}, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="feature_map"):
+        NTKPrefixRegressor(feature_map="rbf", **FAST).fit(X, y)
+
+
+def test_learns_a_prefix_that_frozen_attention_cannot_fit():
+    """Targets made by attention with a hidden long prefix: training Z, k must help."""
+    rng = np.random.RandomState(0)
+    d, H = 4, 1
+    W = {k: (rng.randn(H, d, d) * 0.5).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
+    X = [rng.randn(rng.randint(4, 9), d).astype(np.float32) for _ in range(300)]
+    P = (rng.randn(64, d) + 1.5).astype(np.float32)
+    from skdiagatt.kernels.attention import prefix_attention
+
+    b = make_buckets(X)
+    y = np.empty(len(X))
+    for bucket in b.buckets:
+        T = np.asarray(prefix_attention(jnp.asarray(bucket.X), jnp.asarray(bucket.where), jnp.asarray(P),
+                                        W["W_Q"], W["W_K"], W["W_V"]))
+        pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)
+        y[bucket.index] = pooled @ np.arange(1, d + 1)
+    common = dict(attention_weights=W, n_heads=H, max_iter=60, random_state=0, prefix_length=16)
+    frozen = NTKPrefixRegressor(init="zeros", train_state=False, **common).fit(X[:200], y[:200])
+    ntk = NTKPrefixRegressor(init="zeros", **common).fit(X[:200], y[:200])
+    assert ntk.score(X[200:], y[200:]) > frozen.score(X[200:], y[200:]) + 0.05
