@@ -153,3 +153,42 @@ def test_learns_a_prefix_that_frozen_attention_cannot_fit():
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, **common).fit(X[:200], y[:200])
     ntk = NTKPrefixRegressor(init="zeros", **common).fit(X[:200], y[:200])
     assert ntk.score(X[200:], y[200:]) > frozen.score(X[200:], y[200:]) + 0.05
+
+
+def test_prefix_tuning_baseline(data):
+    from skdiagatt.baselines.prefix_tuning import PrefixTuningRegressor
+
+    X, y = data
+    est = PrefixTuningRegressor(prefix_length=5, max_iter=3, random_state=0).fit(X, y)
+    assert est.params_["P"].shape == (5, 4)
+    assert est.predict(X).shape == (len(X),)
+    assert "feature_map" not in est.get_params() and est.get_params()["prefix_length"] == 5
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    mass = est.attention(X[:3])
+    assert all(np.all(m.sum(1) < 1) for m in mass)  # the prefix takes part of the mass
+
+
+def test_state_gradient_at_zero_is_the_true_one():
+    """Training from Z = k = 0 must not be stuck: d/dZ at zero equals a finite difference."""
+    import jax
+
+    from skdiagatt.kernels.attention import ntk_attention
+
+    rng = np.random.RandomState(0)
+    X = jnp.asarray(rng.randn(2, 5, 3).astype(np.float32))
+    where = jnp.ones((2, 5), bool)
+    W = [jnp.asarray(rng.randn(1, 3, 3).astype(np.float32) * 0.5) for _ in range(3)]
+    Z = jnp.zeros((1, 10, 3))
+    k = jnp.zeros((1, 10))
+
+    def f(Z):
+        return jnp.sum(ntk_attention(X, where, Z, k, *W) * jnp.arange(3.0))
+
+    g = np.asarray(jax.grad(f)(Z))
+    eps = 1e-2
+    e = np.zeros((1, 10, 3), np.float32)
+    e[0, 4, 1] = eps
+    fd = (f(Z + e) - f(Z - e)) / (2 * eps)
+    assert abs(g[0, 4, 1]) > 1e-3
+    np.testing.assert_allclose(g[0, 4, 1], fd, rtol=1e-2)

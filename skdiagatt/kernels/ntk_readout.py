@@ -1,7 +1,9 @@
-"""NTK-Attention followed by pooling and a linear read-out, and its training loss.
+"""Prefix attention followed by pooling and a linear read-out, and its training loss.
 
 Parameters (trained): ``Z`` (H, r, d_v), ``k`` (H, r) -- the compressed
-infinitely long prefix -- and the read-out ``W_out`` (H * d_v, t), ``b`` (t,).
+infinitely long prefix of NTK-Attention -- or, for the P-Tuning-style
+baseline, an explicit prefix ``P`` (m, d) attended exactly; and the read-out
+``W_out`` (H * d_v, t), ``b`` (t,).
 Fixed (``frozen``): ``Z`` and ``k`` too when they are not trained, the attention projections ``W_Q``, ``W_K`` (H, d, d_h),
 ``W_V`` (H, d, d_v) and ``alpha``, the L2 penalty of the read-out.
 Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
@@ -10,7 +12,7 @@ Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
 
 import jax.numpy as jnp
 
-from .attention import attention_weights, key_attention_mass, ntk_attention
+from .attention import attention_weights, key_attention_mass, ntk_attention, prefix_attention
 from .losses import gaussian_loglik
 
 __all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
@@ -18,6 +20,8 @@ __all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
 
 def _attend(params, frozen, X, where, config, Z, k, W_V):
     feature_map, degree, causal, _ = config
+    if "P" in params:
+        return prefix_attention(X, where, params["P"], frozen["W_Q"], frozen["W_K"], W_V, causal=causal)
     return ntk_attention(
         X, where, Z, k, frozen["W_Q"], frozen["W_K"], W_V,
         feature_map=feature_map, degree=degree, causal=causal,
@@ -33,7 +37,7 @@ def ntk_readout_forward(params, frozen, X, where, config):
     """
     pooling = config[3]
     params = {**frozen, **params}  # Z and k may be held fixed (in frozen)
-    T = _attend(params, frozen, X, where, config, params["Z"], params["k"], frozen["W_V"])
+    T = _attend(params, frozen, X, where, config, params.get("Z"), params.get("k"), frozen["W_V"])
     B, L = where.shape
     T = T.reshape(B, L, -1)  # heads concatenated: (B, L, H * d_v)
     if pooling == "mean":
@@ -68,7 +72,10 @@ def ntk_row_mass(params, frozen, X, where, config):
     -------
     array, shape (B, H, L)
     """
-    H, r = params["k"].shape
+    params = {**frozen, **params}
+    if "P" in params:
+        w = attention_weights(X, where, frozen["W_Q"], frozen["W_K"], P=params["P"], causal=config[2])
+        return key_attention_mass(w, where)
     ones = params["k"][..., None]  # Z = k: every prefix key carries value 1
     no_values = jnp.zeros(frozen["W_V"].shape[:2] + (1,), frozen["W_V"].dtype)
     share = _attend(params, frozen, X, where, config, ones, params["k"], no_values)[..., 0]

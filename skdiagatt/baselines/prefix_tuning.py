@@ -1,0 +1,95 @@
+"""P-Tuning-style baseline of NTK-Attention: an explicit, trainable prefix of m rows."""
+
+import numpy as np
+
+from .._base import _check_positive_float, _check_positive_int
+from ..ntk import NTKPrefixRegressor
+
+__all__ = ["PrefixTuningRegressor"]
+
+
+class PrefixTuningRegressor(NTKPrefixRegressor):
+    """Frozen attention over ``[P; X]`` with a trainable prefix ``P`` (m, d) and read-out.
+
+    The finite-prefix counterpart of :class:`skdiagatt.NTKPrefixRegressor`: the
+    prefix rows are parameters, attended exactly (cost grows with m), as in
+    P-Tuning v2 / prefix tuning.  Same kernels, loop and sklearn behaviour.
+
+    Parameters
+    ----------
+    n_heads, head_dim, attention_weights, pooling, causal, alpha, max_iter, \
+learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
+validation_fraction, random_state, verbose, warm_start
+        As in :class:`skdiagatt.NTKPrefixRegressor`.
+    prefix_length : int, default=10
+        m, the number of trainable prefix rows, initialised ``N(0, I)``.
+
+    Attributes
+    ----------
+    params_ : dict of ndarray
+        ``P`` (m, d), ``W_out`` (H * d_h, t), ``b`` (t,).
+    """
+
+    # Fixed settings of the parent that this baseline does not expose.
+    feature_map = "exact"
+    degree = 0
+    init = "prefix"
+    train_state = True
+
+    def __init__(
+        self,
+        n_heads=1,
+        *,
+        head_dim=None,
+        attention_weights=None,
+        prefix_length=10,
+        pooling="mean",
+        causal=False,
+        alpha=1e-4,
+        max_iter=50,
+        learning_rate=0.01,
+        batch_size="auto",
+        tol=1e-4,
+        n_iter_no_change=5,
+        early_stopping=False,
+        validation_fraction=0.1,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.attention_weights = attention_weights
+        self.prefix_length = prefix_length
+        self.pooling = pooling
+        self.causal = causal
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    def _check_params(self):
+        _check_positive_int(self.n_heads, "n_heads")
+        if self.head_dim is not None:
+            _check_positive_int(self.head_dim, "head_dim")
+        _check_positive_int(self.prefix_length, "prefix_length")
+        if self.pooling not in ("mean", "first", None):
+            raise ValueError(f"pooling must be 'mean', 'first' or None, got {self.pooling!r}")
+        _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        self._check_training_params()
+
+    def _init_params(self, frozen, t, rng):
+        H, d, _ = frozen["W_K"].shape
+        dv = frozen["W_V"].shape[-1]
+        return {
+            "P": rng.standard_normal((self.prefix_length, d)).astype(np.float32),
+            "W_out": np.zeros((H * dv, t), np.float32),
+            "b": np.zeros(t, np.float32),
+        }
