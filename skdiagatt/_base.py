@@ -13,7 +13,11 @@ from sklearn.utils.validation import check_is_fitted
 from ._ragged import check_ragged, make_buckets, unpad
 from ._training import device_buckets
 
-__all__ = ["MatrixSampleEstimator", "check_targets"]
+__all__ = ["MatrixSampleEstimator", "check_targets", "FORMAT_VERSION"]
+
+#: Version of the fitted-state layout stored in pickles; bump it whenever the
+#: fitted attributes change meaning, so old models fail loudly, not silently.
+FORMAT_VERSION = 1
 
 
 def check_targets(y, n_samples, *, numeric=True):
@@ -64,6 +68,22 @@ class MatrixSampleEstimator(BaseEstimator):
     Subclasses implement ``_head_weights(buckets)`` returning, per bucket, the
     attention weights of shape (m_b, H, L_b).
     """
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if hasattr(self, "params_"):
+            state["_skdiagatt_format"] = FORMAT_VERSION
+        return state
+
+    def __setstate__(self, state):
+        fmt = state.get("_skdiagatt_format", FORMAT_VERSION if "params_" not in state else None)
+        if fmt != FORMAT_VERSION:
+            raise ValueError(
+                f"this {type(self).__name__} was saved with skdiagatt model format {fmt}, "
+                f"but this version of skdiagatt reads format {FORMAT_VERSION}; refit the "
+                "model or load it with the skdiagatt version that saved it"
+            )
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -321,3 +321,15 @@ def test_query_key_matches_attention(fitted_reg, reg_data):
     k = np.exp(psi - psi.max(axis=1, keepdims=True))
     k /= k.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(fitted_reg.attention([x])[0], k, rtol=1e-4, atol=1e-6)
+
+
+def test_pickle_stores_a_format_version(fitted_reg):
+    import skdiagatt._base as base
+
+    blob = pickle.dumps(fitted_reg)
+    assert pickle.loads(blob).__dict__["_skdiagatt_format"] == base.FORMAT_VERSION
+    state = fitted_reg.__getstate__()
+    state["_skdiagatt_format"] = base.FORMAT_VERSION + 1
+    fresh = DiagAttRegressor.__new__(DiagAttRegressor)
+    with pytest.raises(ValueError, match="model format"):
+        fresh.__setstate__(state)
