@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._ragged import check_ragged, make_buckets, unpad
 from ._training import device_buckets
 
-__all__ = ["MatrixSampleEstimator", "check_targets", "FORMAT_VERSION"]
+__all__ = ["MatrixSampleEstimator", "check_targets", "check_finite_output", "FORMAT_VERSION"]
 
 #: Version of the fitted-state layout stored in pickles; bump it whenever the
 #: fitted attributes change meaning, so old models fail loudly, not silently.
@@ -48,6 +48,21 @@ def check_targets(y, n_samples, *, numeric=True):
         if y.ndim == 2 and y.shape[1] == 0:
             raise ValueError("y has 0 targets")
     return y
+
+
+def check_finite_output(values, name="prediction"):
+    """Raise if any sample's output is not finite; ``values`` is (n, ...) or a list of n arrays.
+
+    Inputs pass validation when they are finite in float32, but products of
+    huge values can still overflow; no NaN or infinity may leave a model.
+    """
+    for i, v in enumerate(values):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(
+                f"X[{i}] gives a non-finite {name}: its values are too large for "
+                "float32 arithmetic; rescale the input"
+            )
+    return values
 
 
 def _check_positive_int(value, name, minimum=1):
@@ -178,7 +193,7 @@ class MatrixSampleEstimator(BaseEstimator):
             Non-negative, each head's weights sum to one over the sample's rows.
         """
         buckets = self._buckets(X)
-        return unpad(buckets, self._head_weights(buckets))
+        return check_finite_output(unpad(buckets, self._head_weights(buckets)), "attention weight")
 
     def localize(self, X, top_k=None):
         """Rows of interest of each sample.

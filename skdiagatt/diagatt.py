@@ -10,6 +10,7 @@ from ._base import (
     MatrixSampleEstimator,
     _check_positive_float,
     _check_positive_int,
+    check_finite_output,
     check_targets,
 )
 from ._ragged import check_ragged, unpad
@@ -22,12 +23,20 @@ _forward = jax.jit(diagatt_forward)
 _weights = jax.jit(head_weights)
 
 
-def _second_moment_whitener(samples):
-    """``M^{-1/2}`` for the uncentred second moment ``M`` of all rows, shape (d, d).
+def _preconditioner(samples, whiten):
+    """Row scale ``c`` and whitener ``S`` of the training rows.
 
-    Uncentred, because the scores ``x^T W x`` are not translation invariant.
-    Eigenvalues are floored at 1e-6 of the largest so constant or duplicated
-    features do not blow up.
+    ``c = 1 / sqrt(mean ||x||^2 / d)`` brings the rows to unit root-mean-square,
+    so float32 scores stay in range for inputs of any magnitude.  With
+    ``whiten``, ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the
+    scaled rows (uncentred, because the scores ``x^T W x`` are not translation
+    invariant), eigenvalues floored at 1e-6 of the largest so constant or
+    duplicated features do not blow up; else the identity.
+
+    Returns
+    -------
+    c : float
+    S : ndarray of shape (d, d), float32
     """
     d = samples[0].shape[1]
     M = np.zeros((d, d))
@@ -37,9 +46,13 @@ def _second_moment_whitener(samples):
         M += s.T @ s
         rows += s.shape[0]
     M /= rows
-    ev, U = np.linalg.eigh(M)
+    rms = np.sqrt(np.trace(M) / d)
+    c = 1.0 / rms if rms > 0 else 1.0
+    if not whiten:
+        return np.float32(c), np.eye(d, dtype=np.float32)
+    ev, U = np.linalg.eigh(M * c * c)
     ev = np.maximum(ev, max(ev.max(), 1e-30) * 1e-6)
-    return ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
+    return np.float32(c), ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
 
 
 class _DiagAttBase(MatrixSampleEstimator):
@@ -126,9 +139,10 @@ class _DiagAttBase(MatrixSampleEstimator):
                 )
         return params
 
-    def _frozen(self, S, d):
+    def _frozen(self, c, S, d):
         tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
         return {
+            "x_scale": np.float32(c),
             "S": S,
             "inv_tau": np.float32(1.0 / tau),
             "alpha": np.float32(self.alpha),
@@ -152,16 +166,12 @@ class _DiagAttBase(MatrixSampleEstimator):
         train_samples, loop = self._training_data(samples, Y, rng)
 
         if warm:
-            S = self.preconditioner_
+            c, S = self.input_scale_, self.preconditioner_
             params = {k: v.copy() for k, v in self.params_.items()}
         else:
-            S = (
-                _second_moment_whitener(train_samples)
-                if self.whiten
-                else np.eye(d, dtype=np.float32)
-            )
+            c, S = _preconditioner(train_samples, self.whiten)
             params = self._init_params(d, Y.shape[1], rng)
-        frozen = self._frozen(S, d)
+        frozen = self._frozen(c, S, d)
         # The inverse temperature stays out of the main phase: trained
         # alongside W it would undo the penalty (W shrinks, the scale grows).
         frozen["log_scale"] = params.pop("log_scale")
@@ -199,6 +209,7 @@ class _DiagAttBase(MatrixSampleEstimator):
             params["log_scale"] = frozen.pop("log_scale")
 
         self.params_ = params
+        self.input_scale_ = c
         self.preconditioner_ = S
         self.n_features_in_ = d
         self.n_iter_ = sum(c.n_iter for c in curves)
@@ -211,14 +222,14 @@ class _DiagAttBase(MatrixSampleEstimator):
 
     # ------------------------------------------------------------- inference
     def _frozen_fitted(self):
-        return self._frozen(self.preconditioner_, self.n_features_in_)
+        return self._frozen(self.input_scale_, self.preconditioner_, self.n_features_in_)
 
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         buckets = self._buckets(X)
         frozen = self._frozen_fitted()
         z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_)[0], buckets)
-        return unpad(buckets, z, rows=False)
+        return check_finite_output(unpad(buckets, z, rows=False))
 
     def _head_weights(self, buckets):
         frozen = self._frozen_fitted()
@@ -232,7 +243,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         """
         frozen = self._frozen_fitted()
         Q = np.asarray(query_key(self.params_, frozen["S"]))
-        scale = frozen["inv_tau"] * np.exp(self.params_["log_scale"])
+        scale = frozen["x_scale"] ** 2 * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
         return Q * scale[:, None, None]
 
 
@@ -272,7 +283,9 @@ class DiagAttRegressor(RegressorMixin, _DiagAttBase):
         or the paper's squared loss of the attention prediction alone.
     whiten : bool, default=True
         Train ``W`` in coordinates whitened by the rows' second moment (the
-        matrix in use is ``S W S``, ``S = E[x x^T]^{-1/2}``).
+        matrix in use is ``S W S``, ``S = E[x x^T]^{-1/2}``).  Either way rows
+        are first divided by their root-mean-square over the training rows
+        (``input_scale_``), which the temperature then refers to.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int, default=20
@@ -306,6 +319,8 @@ class DiagAttRegressor(RegressorMixin, _DiagAttBase):
         ``log_sigma`` (t,)), in standardized target units.
     query_key_ : ndarray of shape (n_heads, d, d)
         Score matrices in input coordinates, temperature included.
+    input_scale_ : float
+        Factor applied to every row first: 1 / root-mean-square of the training rows.
     preconditioner_ : ndarray of shape (d, d)
     n_features_in_ : int
     n_iter_ : int

@@ -7,7 +7,13 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 
-from ._base import MatrixSampleEstimator, _check_positive_float, _check_positive_int, check_targets
+from ._base import (
+    MatrixSampleEstimator,
+    _check_positive_float,
+    _check_positive_int,
+    check_finite_output,
+    check_targets,
+)
 from ._ragged import check_ragged, unpad
 from ._training import fit_loop, map_buckets
 from .kernels.attention import prefix_to_state
@@ -294,10 +300,11 @@ validation_fraction, random_state, verbose, warm_start
         frozen, config = self._frozen_fitted(), self._config()
         z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_, config=config), buckets)
         if self.pooling is None:
-            rows = unpad(buckets, [np.swapaxes(b, 1, 2) for b in z])  # (t, p_i) each
+            rows = check_finite_output(unpad(buckets, [np.swapaxes(b, 1, 2) for b in z]))
             out = [r.T.astype(np.float64) * self.y_scale_ + self.y_mean_ for r in rows]
             return [o[:, 0] for o in out] if self._y_ndim == 1 else out
-        out = unpad(buckets, z, rows=False).astype(np.float64) * self.y_scale_ + self.y_mean_
+        out = check_finite_output(unpad(buckets, z, rows=False)).astype(np.float64)
+        out = out * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_ndim == 1 else out
 
     def score(self, X, y, sample_weight=None):

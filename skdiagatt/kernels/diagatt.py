@@ -8,9 +8,11 @@ Parameters (a dict pytree):
 - ``V`` (R, d, t) value vectors, ``b`` (t,) intercept;
 - ``log_sigma`` (t,): the noise scale of the latent-row objective (regression).
 
-Fixed inputs (``frozen``): ``S`` (d, d), a symmetric preconditioner (the
-query-key matrix in use is ``S W S``, so that an L2 penalty on ``W`` acts in
-whitened coordinates), and ``inv_tau``, the inverse temperature.
+Fixed inputs (``frozen``): ``x_scale``, a scalar every row is multiplied by
+first (keeps float32 scores in range whatever the input's magnitude); ``S``
+(d, d), a symmetric preconditioner (the query-key matrix in use is ``S W S``,
+so that an L2 penalty on ``W`` acts in whitened coordinates); and ``inv_tau``,
+the inverse temperature.
 
 Data: ``X`` (B, L, d) padded samples, ``where`` (B, L) real rows, ``y`` (B, t).
 """
@@ -55,6 +57,7 @@ def query_key(params, S):
 
 def head_scores(params, frozen, X):
     """Diagonal scores ``psi`` of every head, temperature applied, shape (B, R, L)."""
+    X = X * frozen["x_scale"]
     f = _whitened(params, frozen["S"])
     psi = diag_scores(X, f["W"]) if "W" in f else lowrank_scores(X, f["L"], f.get("M"))
     return psi * (frozen["inv_tau"] * jnp.exp(params["log_scale"]))[None, :, None]
@@ -69,6 +72,7 @@ def _row_values(params, frozen, X):
     # (B, L, R, t) -> (B, R, L, t): the value read-out of every row for every
     # head; V too lives in whitened coordinates (S V is in use).
     V = jnp.einsum("ab,rbt->rat", frozen["S"], params["V"])
+    X = X * frozen["x_scale"]
     return jnp.transpose(project_rows(X, V), (0, 2, 1, 3))
 
 

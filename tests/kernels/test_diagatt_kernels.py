@@ -52,14 +52,15 @@ def _params(R=2, t=1, d=4, low_rank=False):
         p["W"] = RNG.randn(R, d, d).astype(np.float32) * 0.3
     S = RNG.randn(d, d).astype(np.float32) * 0.2 + np.eye(d, dtype=np.float32)
     S = (S + S.T) / 2
-    frozen = {"S": S, "inv_tau": np.float32(0.5)}
+    frozen = {"S": S, "inv_tau": np.float32(0.5), "x_scale": np.float32(0.7)}
     return p, frozen
 
 
 def _effective(p, frozen):
     Q = np.asarray(query_key(p, frozen["S"]), np.float64)
-    Q = Q * (frozen["inv_tau"] * np.exp(p["log_scale"]))[:, None, None]
-    V = np.einsum("ab,rbt->rat", frozen["S"], p["V"]).astype(np.float64)
+    c = float(frozen["x_scale"])
+    Q = Q * (c * c * frozen["inv_tau"] * np.exp(p["log_scale"]))[:, None, None]
+    V = c * np.einsum("ab,rbt->rat", frozen["S"], p["V"]).astype(np.float64)
     return Q, V
 
 
