@@ -311,7 +311,7 @@ def prefix_attention_streaming(
 def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2, causal=False):
     """NTK-Attention (paper 001, Algorithm 1), per head, numerically stable.
 
-    ``T = (A V + phi(Q) Z) / (A 1 + relu(phi(Q) k))`` with
+    ``T = (A V + phi(Q) Z) / (A 1 + max(phi(Q) k, 0))`` with
     ``A = exp(Q K^T / sqrt(d_h))`` over the valid (and, if ``causal``, past)
     rows of ``X``. With ``Z, k = prefix_to_state(P, ...)`` this approximates
     ``prefix_attention(X, where, P, ...)``; with ``Z = 0, k = 0`` it is plain
@@ -343,8 +343,8 @@ def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2,
     average. It is automatically for a state built from a real prefix with
     the elu map or an even Taylor degree (``1 + t + t^2/2 > 0``), but not for
     odd degrees (``1 + t < 0`` when ``t < -1``) nor for a trained ``k``. The
-    kernel clamps it, ``relu(phi(q) . k)``: a negative mass is treated as
-    "no prefix mass", which keeps ``A 1 + relu(.) >= A 1 > 0``, is continuous
+    kernel clamps it, ``max(phi(q) . k, 0)``: a negative mass is treated as
+    "no prefix mass", which keeps ``A 1 + max(., 0) >= A 1 > 0``, is continuous
     in ``k`` and leaves the caller free to parametrise ``k`` (the authors use
     ``|k|`` with the positive elu map, which never reaches the clamp).
 
