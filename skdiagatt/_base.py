@@ -11,9 +11,15 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets
+from ._training import ChunkStream, device_buckets, steps_per_epoch
 
-__all__ = ["MatrixSampleEstimator", "check_targets", "check_finite_output", "FORMAT_VERSION"]
+__all__ = [
+    "MatrixSampleEstimator",
+    "check_targets",
+    "check_finite_output",
+    "standardize_targets",
+    "FORMAT_VERSION",
+]
 
 #: Version of the fitted-state layout stored in pickles; bump it whenever the
 #: fitted attributes change meaning, so old models fail loudly, not silently.
@@ -50,6 +56,48 @@ def check_targets(y, n_samples, *, numeric=True):
     return y
 
 
+def _looks_fitted(state):
+    # scikit-learn's convention: fitted attributes end with "_".
+    return any(k.endswith("_") and not k.startswith("__") for k in state)
+
+
+def standardize_targets(Y, stats=None):
+    """Centre and scale targets column-wise, or apply the ``stats`` of an earlier fit.
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, t), float64
+    stats : (mean, scale) or None
+
+    Returns
+    -------
+    Z : ndarray of shape (n, t), float32
+    mean, scale : ndarray of shape (t,)
+
+    Raises
+    ------
+    ValueError
+        If the targets' spread overflows float64 or float32 arithmetic.
+    """
+    if stats is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, scale = Y.mean(axis=0), Y.std(axis=0)
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
+            raise ValueError(
+                "y has values too large to standardize (their variance overflows float64); "
+                "rescale y"
+            )
+        scale = np.where(scale > 0, scale, 1.0)
+    else:
+        mean, scale = stats
+    with np.errstate(over="ignore", invalid="ignore"):
+        Z = ((Y - mean) / scale).astype(np.float32)
+    if not np.all(np.isfinite(Z)):
+        bad = np.flatnonzero(~np.all(np.isfinite(Z.reshape(Z.shape[0], -1)), axis=1))[0]
+        raise ValueError(f"y[{bad}] is too far from the training targets' range to be represented")
+    return Z, mean, scale
+
+
 def check_finite_output(values, name="prediction"):
     """Raise if any sample's output is not finite; ``values`` is (n, ...) or a list of n arrays.
 
@@ -63,6 +111,57 @@ def check_finite_output(values, name="prediction"):
                 "float32 arithmetic; rescale the input"
             )
     return values
+
+
+def chunk_factory(chunks, y=None, chunk_size=None):
+    """Normalise the chunk sources that ``fit_chunks`` accepts to a re-callable reader.
+
+    Parameters
+    ----------
+    chunks : list or tuple of (X_k, y_k) pairs, or a callable, or array-like
+        * a list/tuple of pairs, each ``X_k`` a list of 2-D arrays or a 3-D
+          array (``np.memmap`` included) and ``y_k`` its targets;
+        * a callable ``chunks()`` returning a fresh iterator of such pairs
+          (called once per pass over the data, so generators work);
+        * with ``y`` given: the samples ``X`` themselves (a 3-D array or
+          memory-mapped array, or a list), read ``chunk_size`` samples at a
+          time -- slicing a memmap reads only that slice from disk.
+    y : array-like or list, optional
+    chunk_size : int, optional
+        Samples per chunk when ``y`` is given (default: all).
+
+    Returns
+    -------
+    callable
+        ``make()`` -> iterator of ``(X_k, y_k)``.
+    """
+    if y is not None:
+        X = chunks
+        n = len(X)
+        if len(y) != n:
+            raise ValueError(f"y has {len(y)} entries but X has {n} samples")
+        if chunk_size is not None:
+            _check_positive_int(chunk_size, "chunk_size")
+        size = n if chunk_size is None else int(chunk_size)
+
+        def make():
+            for start in range(0, n, size):
+                yield X[start : start + size], y[start : start + size]
+
+        return make
+    if chunk_size is not None:
+        raise ValueError("chunk_size is used only with fit_chunks(X, y, chunk_size=...)")
+    if callable(chunks):
+        return chunks
+    if isinstance(chunks, (list, tuple)):
+        for k, pair in enumerate(chunks):
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                raise TypeError(f"chunks[{k}] must be an (X, y) pair")
+        return lambda: iter(chunks)
+    raise TypeError(
+        "chunks must be a list of (X, y) pairs, a callable returning an iterator of "
+        "(X, y) pairs, or the samples X with y=... (and chunk_size=...)"
+    )
 
 
 def _check_positive_int(value, name, minimum=1):
@@ -86,12 +185,12 @@ class MatrixSampleEstimator(BaseEstimator):
 
     def __getstate__(self):
         state = super().__getstate__()
-        if hasattr(self, "params_"):
+        if _looks_fitted(state):
             state["_skdiagatt_format"] = FORMAT_VERSION
         return state
 
     def __setstate__(self, state):
-        fmt = state.get("_skdiagatt_format", FORMAT_VERSION if "params_" not in state else None)
+        fmt = state.get("_skdiagatt_format", None if _looks_fitted(state) else FORMAT_VERSION)
         if fmt != FORMAT_VERSION:
             raise ValueError(
                 f"this {type(self).__name__} was saved with skdiagatt model format {fmt}, "
@@ -176,6 +275,64 @@ class MatrixSampleEstimator(BaseEstimator):
 
     def _buckets(self, X):
         return make_buckets(self._validate_X(X, reset=False))
+
+    # ------------------------------------------------------ chunked training
+    def _accumulate_chunk(self, samples, scan):
+        """Hook of :meth:`_scan_chunks`: statistics a subclass needs from every chunk."""
+
+    def _scan_chunks(self, make, n_features=None):
+        """First pass over the chunks: validate, count rows, gather targets.
+
+        Returns
+        -------
+        dict
+            ``lengths`` (list of int arrays, one per chunk), ``sizes`` (samples
+            per chunk), ``n_features``, ``y`` (list of the chunks' targets) and
+            whatever :meth:`_accumulate_chunk` adds.
+        """
+        out = {"lengths": [], "sizes": [], "y": [], "n_features": n_features}
+        for k, pair in enumerate(make()):
+            try:
+                Xk, yk = pair
+            except (TypeError, ValueError):
+                raise TypeError(f"chunk {k} is not an (X, y) pair") from None
+            samples = check_ragged(Xk, n_features=out["n_features"], name=f"chunk {k}: X")
+            out["n_features"] = samples[0].shape[1]
+            if yk is None or len(yk) != len(samples):
+                got = "no y" if yk is None else f"{len(yk)} targets"
+                raise ValueError(f"chunk {k} has {len(samples)} samples but {got}")
+            out["lengths"].append(np.array([s.shape[0] for s in samples]))
+            out["sizes"].append(len(samples))
+            out["y"].append(yk)
+            self._accumulate_chunk(samples, out)
+        if not out["sizes"]:
+            raise ValueError("chunks is empty: no samples to fit")
+        return out
+
+    def _chunk_stream(self, make, targets, n_features):
+        """A :class:`~skdiagatt._training.ChunkStream` over the chunks, with encoded targets.
+
+        ``targets(k, offset, size)`` returns the encoded targets of chunk k.
+        Chunks are validated again as they are read (the source may change).
+        """
+
+        def batches():
+            offset = 0
+            for k, (Xk, _) in enumerate(make()):
+                samples = check_ragged(Xk, n_features=n_features, name=f"chunk {k}: X")
+                yield make_buckets(samples), targets(k, offset, len(samples))
+                offset += len(samples)
+
+        return ChunkStream(batches)
+
+    @staticmethod
+    def _chunk_steps(scan, batch_size):
+        return sum(steps_per_epoch(lengths, batch_size) for lengths in scan["lengths"])
+
+    def _auto_batch_size(self, n):
+        if self.batch_size == "auto":
+            return min(256, max(32, n // 16))
+        return self.batch_size
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "params_")

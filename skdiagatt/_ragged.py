@@ -65,6 +65,24 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     ValueError
         Naming the sample: wrong number of dimensions, no rows, a feature
         count different from the others (or from ``fit``), NaN or infinity.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt._ragged import check_ragged
+    >>> X = check_ragged([np.ones((2, 3)), np.zeros((5, 3), dtype=int)])
+    >>> [x.shape for x in X], X[1].dtype
+    ([(2, 3), (5, 3)], dtype('float32'))
+    >>> len(check_ragged(np.zeros((4, 6, 3))))     # a 3-D array: 4 samples
+    4
+    >>> check_ragged([np.ones((2, 3)), np.ones((2, 4))])
+    Traceback (most recent call last):
+    ...
+    ValueError: X[1] has 4 features, expected 3 (like X[0])
+    >>> check_ragged([np.ones((2, 3)), np.full((1, 3), 1e39)])
+    Traceback (most recent call last):
+    ...
+    ValueError: X[1] contains infinity at row 0, column 0 after conversion to float32 (value too large)
     """
     if isinstance(X, (str, bytes, dict)) or np.isscalar(X) or X is None:
         raise TypeError(
@@ -190,6 +208,18 @@ def make_buckets(samples):
     Returns
     -------
     Buckets
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt._ragged import make_buckets
+    >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))])
+    >>> [(bk.length, bk.index.tolist()) for bk in b.buckets]
+    [(4, [0, 2]), (16, [1])]
+    >>> b.buckets[0].X.shape, b.buckets[0].where.sum(axis=1).tolist()
+    ((2, 4, 2), [3, 4])
+    >>> b.padded_rows
+    24
     """
     lengths = np.array([s.shape[0] for s in samples], dtype=np.int64)
     d = samples[0].shape[1]
@@ -221,6 +251,17 @@ def unpad(buckets, per_bucket, *, rows=True):
     Returns
     -------
     list of n ndarray of shape (..., p_i) if ``rows``, else ndarray of shape (n, ...)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt._ragged import make_buckets, unpad
+    >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))])
+    >>> rows = unpad(b, [bk.where.astype(float) for bk in b.buckets])   # row-level
+    >>> [r.shape for r in rows]
+    [(3,), (9,), (4,)]
+    >>> unpad(b, [bk.where.sum(axis=1) for bk in b.buckets], rows=False).tolist()
+    [3, 9, 4]
     """
     if not rows:
         first = np.asarray(per_bucket[0])

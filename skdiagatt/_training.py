@@ -7,8 +7,22 @@ buckets.  Each bucket is copied to the device once per fit; minibatches are
 gathered on the device.  Array shapes are rounded (bucket lengths by the ragged
 layer, sample counts and batch sizes here) so that the number of compiled
 shapes stays small and a second fit on similar data compiles nothing new.
+
+Beyond one device: when JAX sees more than one device (several GPUs, or CPU
+devices forced with ``XLA_FLAGS=--xla_force_host_platform_device_count=N``),
+training is data-parallel over all of them with :mod:`jax.sharding`: the
+bucket data and the parameters are replicated, every minibatch is gathered
+with its sample axis sharded over the devices, and XLA reduces the loss and
+the gradients across them.  The minibatches, the step sizes and the update
+are those of one device, so the loss curve is the same up to float rounding
+(summation order).  :func:`use_devices` chooses the devices (default: all).
+
+Beyond memory: ``data`` may also be a :class:`ChunkStream`, which uploads one
+chunk of samples at a time; an epoch visits the chunks in order and, within a
+chunk, the same minibatches as an in-memory fit of that chunk.
 """
 
+import contextlib
 import math
 import time
 import warnings
@@ -19,9 +33,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["TrainResult", "device_buckets", "fit_loop", "map_buckets", "round_count"]
+__all__ = [
+    "TrainResult",
+    "ChunkStream",
+    "device_buckets",
+    "fit_loop",
+    "map_buckets",
+    "round_count",
+    "use_devices",
+    "training_devices",
+    "steps_per_epoch",
+]
 
 # Clipping keeps one bad minibatch (huge features, tiny temperature) from
 # throwing the parameters to a region where the softmax saturates for good.
@@ -46,6 +71,60 @@ def _pow2_at_most(m, cap):
     return min(1 << max(0, (m - 1).bit_length()), cap)
 
 
+_DEVICES = None  # None: all of jax.devices()
+
+
+@contextlib.contextmanager
+def use_devices(devices):
+    """Train on ``devices`` (a list of JAX devices, or None for all) inside the block.
+
+    >>> import jax
+    >>> with use_devices(jax.devices()[:1]):   # doctest: +SKIP
+    ...     est.fit(X, y)                        # one device even if there are more
+    """
+    global _DEVICES
+    previous, _DEVICES = _DEVICES, (None if devices is None else list(devices))
+    try:
+        yield
+    finally:
+        _DEVICES = previous
+
+
+def training_devices():
+    """The devices training runs on: those of :func:`use_devices`, else all of ``jax.devices()``."""
+    return list(_DEVICES) if _DEVICES is not None else jax.devices()
+
+
+class _Placement:
+    """Where training arrays live: one device, or a 1-D mesh for data parallelism."""
+
+    def __init__(self, devices):
+        self.devices = devices
+        self.n = len(devices)
+        if self.n > 1:
+            mesh = Mesh(np.array(devices), ("batch",))
+            self.replicated = NamedSharding(mesh, PartitionSpec())
+            self.batch = NamedSharding(mesh, PartitionSpec("batch"))
+        else:
+            self.replicated = self.batch = None
+
+    def put(self, tree):
+        """Upload (replicated over the mesh when there are several devices)."""
+        if self.n > 1:
+            return jax.device_put(tree, self.replicated)
+        return jax.device_put(tree, self.devices[0])
+
+    def put_batch(self, arr):
+        """Upload a per-sample index or weight array, sharded along the samples."""
+        if self.n > 1:
+            return jax.device_put(arr, self.batch)
+        return arr
+
+
+def _placement():
+    return _Placement(training_devices())
+
+
 @dataclass
 class TrainResult:
     """What a call of :func:`fit_loop` did.
@@ -60,12 +139,19 @@ class TrainResult:
         Epochs run.
     stopped : str
         ``"max_iter"``, ``"tol"`` (no improvement) or ``"non-finite"``.
+    opt_state : pytree of numpy arrays
+        The optimizer state after the last step (to continue, as
+        ``partial_fit`` does).
+    steps : int
+        Optimizer steps taken.
     """
 
     loss_curve: list = field(default_factory=list)
     validation_curve: list = field(default_factory=list)
     n_iter: int = 0
     stopped: str = "max_iter"
+    opt_state: object = None
+    steps: int = 0
 
 
 def device_buckets(buckets, targets):
@@ -83,7 +169,10 @@ def device_buckets(buckets, targets):
     list of (dict of jax arrays, int)
         Per bucket the arrays ``X``, ``where`` (and ``y``) and the count of
         real samples (the leading rows; the rest is filler never drawn).
+        With several training devices (:func:`training_devices`) the arrays
+        are replicated on all of them.
     """
+    place = _placement()
     out = []
     for b in buckets.buckets:
         m = b.index.size
@@ -100,10 +189,39 @@ def device_buckets(buckets, targets):
             data["y"] = y
         padded = {}
         for key, arr in data.items():
-            fill = np.zeros((cap - m,) + arr.shape[1:], dtype=arr.dtype)
-            padded[key] = jnp.asarray(np.concatenate([arr, fill]))
-        out.append((padded, m))
+            if cap > m:
+                fill = np.zeros((cap - m,) + arr.shape[1:], dtype=arr.dtype)
+                arr = np.concatenate([arr, fill])
+            padded[key] = np.ascontiguousarray(arr)
+        out.append((place.put(padded), m))
     return out
+
+
+class ChunkStream:
+    """Training data that arrive one chunk at a time (larger than memory).
+
+    Parameters
+    ----------
+    make_iter : callable
+        ``make_iter()`` returns a fresh iterator of ``(buckets, targets)``
+        pairs, one per chunk, in the layout of :func:`device_buckets`; it is
+        called once per epoch, so the source is read again every epoch.
+    n_chunks : int
+        For progress lines only.
+
+    Notes
+    -----
+    Each chunk is copied to the device once per epoch and dropped before the
+    next one is uploaded, so at most one chunk is on the device at a time.
+    """
+
+    def __init__(self, make_iter, n_chunks=None):
+        self.make_iter = make_iter
+        self.n_chunks = n_chunks
+
+    def __iter__(self):
+        for buckets, targets in self.make_iter():
+            yield device_buckets(buckets, targets)
 
 
 @partial(jax.jit, static_argnames=("loss_fn", "config"), donate_argnums=(0, 1))
@@ -123,18 +241,24 @@ def _eval_step(params, frozen, data, idx, w, loss_fn, config):
     return loss_fn(params, frozen, batch, config) * jnp.sum(w)
 
 
-def _batches(data, batch_size, rng):
-    """Index arrays of fixed size per bucket; the last one padded with weight 0."""
+def _batches(data, batch_size, rng, n_devices=1):
+    """Index arrays of fixed size per bucket; the last one padded with weight 0.
+
+    With several devices every batch is padded (weight 0) to a multiple of
+    their number, so that it splits evenly; the random draws do not change.
+    """
     out = []
     for b, (_, m) in enumerate(data):
         size = _pow2_at_most(m, batch_size)
+        width = n_devices * math.ceil(size / n_devices)
         perm = rng.permutation(m) if rng is not None else np.arange(m)
+        perm = perm.astype(np.int32)  # the dtype the device uses: no conversion per step
         for start in range(0, m, size):
             idx = perm[start : start + size]
-            w = np.ones(size, dtype=np.float32)
-            if idx.size < size:
+            w = np.ones(width, dtype=np.float32)
+            if idx.size < width:
                 w[idx.size :] = 0.0
-                idx = np.concatenate([idx, np.zeros(size - idx.size, dtype=idx.dtype)])
+                idx = np.concatenate([idx, np.zeros(width - idx.size, dtype=idx.dtype)])
             out.append((b, idx, w))
     if rng is not None:
         order = rng.permutation(len(out))
@@ -142,12 +266,48 @@ def _batches(data, batch_size, rng):
     return out
 
 
-def _mean_loss(params, frozen, data, loss_fn, config, batch_size):
+def _mean_loss(params, frozen, data, loss_fn, config, batch_size, place):
     total, count = 0.0, 0.0
-    for b, idx, w in _batches(data, batch_size, None):
-        total += float(_eval_step(params, frozen, data[b][0], idx, w, loss_fn, config))
+    for b, idx, w in _batches(data, batch_size, None, place.n):
+        total += float(
+            _eval_step(
+                params, frozen, data[b][0], place.put_batch(idx), place.put_batch(w),
+                loss_fn, config,
+            )
+        )
         count += float(w.sum())
     return total / count
+
+
+def _chunks(data):
+    """The chunks of one epoch: in-memory data is a single chunk."""
+    if isinstance(data, ChunkStream):
+        return iter(data)
+    return iter([data])
+
+
+def steps_per_epoch(lengths, batch_size):
+    """Minibatches per epoch for samples of ``lengths`` rows (as :func:`fit_loop` forms them).
+
+    Parameters
+    ----------
+    lengths : array of int
+        ``p_i`` of the samples of one chunk (of the whole data set in memory).
+    batch_size : int
+    """
+    from ._ragged import bucket_length
+
+    counts = {}
+    for p in np.asarray(lengths):
+        L = bucket_length(int(p))
+        counts[L] = counts.get(L, 0) + 1
+    return sum(math.ceil(m / _pow2_at_most(m, batch_size)) for m in counts.values())
+
+
+def _steps_per_epoch(data, batch_size):
+    if isinstance(data, ChunkStream):
+        raise TypeError("pass total_steps with a ChunkStream")
+    return len(_batches(data, batch_size, None))
 
 
 def fit_loop(
@@ -166,6 +326,9 @@ def fit_loop(
     validation=None,
     verbose=0,
     label="fit",
+    schedule="cosine",
+    opt_state=None,
+    total_steps=None,
 ):
     """Minimise ``loss_fn`` with Adam on minibatches, cosine-decayed step size.
 
@@ -179,8 +342,9 @@ def fit_loop(
         Static settings passed to ``loss_fn``.
     params, frozen : dict of arrays
         Trained and fixed inputs.
-    data : list
-        From :func:`device_buckets`.
+    data : list or ChunkStream
+        From :func:`device_buckets`, or a :class:`ChunkStream` of chunks
+        uploaded one at a time (then ``total_steps`` is required).
     max_iter : int
         Epochs; the step size decays from ``learning_rate`` to 0 over them.
     learning_rate : float
@@ -197,32 +361,49 @@ def fit_loop(
         Print one line per epoch when > 0.
     label : str
         Prefix of the progress lines.
+    schedule : {"cosine", "constant"}
+        ``"constant"`` keeps ``learning_rate`` (``partial_fit``: the total
+        number of steps is unknown).
+    opt_state : pytree or None
+        Optimizer state to continue from (None: a fresh Adam state).
+    total_steps : int or None
+        Steps of the whole cosine schedule (default: ``max_iter`` epochs of
+        ``data``).
 
     Returns
     -------
     params : dict of numpy arrays
     result : TrainResult
     """
-    params = jax.tree.map(jnp.asarray, params)
-    frozen = jax.tree.map(jnp.asarray, frozen)
-    opt_state = _TX.init(params)
-    steps_per_epoch = len(_batches(data, batch_size, None))
-    total_steps = max(1, max_iter * steps_per_epoch)
+    place = _placement()
+    params = place.put(jax.tree.map(jnp.asarray, params))
+    frozen = place.put(jax.tree.map(jnp.asarray, frozen))
+    opt_state = place.put(_TX.init(params) if opt_state is None else opt_state)
+    if total_steps is None:
+        total_steps = max_iter * _steps_per_epoch(data, batch_size)
+    total_steps = max(1, total_steps)
     result = TrainResult()
     best, best_params, stale = np.inf, None, 0
+    # Host copies: the step donates (and so frees) the device buffers.
     last_good = jax.tree.map(np.array, params)
+    last_state = jax.tree.map(np.array, opt_state)
     step = 0
     start = time.perf_counter()
     for epoch in range(max_iter):
         losses, weights = [], []
-        for b, idx, w in _batches(data, batch_size, random_state):
-            lr = 0.5 * learning_rate * (1.0 + math.cos(math.pi * step / total_steps))
-            params, opt_state, loss = _train_step(
-                params, opt_state, frozen, data[b][0], idx, w, np.float32(lr), loss_fn, config
-            )
-            losses.append(loss)
-            weights.append(w.sum())
-            step += 1
+        for chunk in _chunks(data):
+            for b, idx, w in _batches(chunk, batch_size, random_state, place.n):
+                if schedule == "constant":
+                    lr = learning_rate
+                else:
+                    lr = 0.5 * learning_rate * (1.0 + math.cos(math.pi * step / total_steps))
+                params, opt_state, loss = _train_step(
+                    params, opt_state, frozen, chunk[b][0], place.put_batch(idx),
+                    place.put_batch(w), np.float32(lr), loss_fn, config,
+                )
+                losses.append(loss)
+                weights.append(w.sum())
+                step += 1
         epoch_loss = float(np.dot(np.asarray(jnp.stack(losses)), weights) / np.sum(weights))
         if not np.isfinite(epoch_loss):
             warnings.warn(
@@ -233,14 +414,15 @@ def fit_loop(
                 stacklevel=3,
             )
             result.stopped = "non-finite"
-            params = last_good
+            params, opt_state = last_good, last_state
             break
         last_good = jax.tree.map(np.array, params)
+        last_state = jax.tree.map(np.array, opt_state)
         result.loss_curve.append(epoch_loss)
         result.n_iter = epoch + 1
         monitored = epoch_loss
         if validation is not None:
-            monitored = _mean_loss(params, frozen, validation, loss_fn, config, batch_size)
+            monitored = _mean_loss(params, frozen, validation, loss_fn, config, batch_size, place)
             result.validation_curve.append(monitored)
         if verbose:
             val = f", validation {monitored:.5f}" if validation is not None else ""
@@ -260,6 +442,8 @@ def fit_loop(
             break
     if validation is not None and best_params is not None:
         params = best_params
+    result.opt_state = last_state
+    result.steps = step
     return jax.tree.map(np.asarray, params), result
 
 

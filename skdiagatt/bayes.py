@@ -38,12 +38,26 @@ def bayes_row_scores(X, truth):
 
     Parameters
     ----------
-    X : list of ndarray (p_i, d)
-    truth : Bunch from a ``make_individualized_*`` simulator
+    X : list of ndarray of shape (p_i, d)
+    truth : Bunch
+        The truth returned by a ``make_individualized_*`` simulator
+        (``mu`` (d,), ``Sigma`` (d, d), ``signal`` and, for regression, ``beta``).
 
     Returns
     -------
     list of ndarray of shape (n_classes, p_i)
+        ``n_classes`` is the number of signal classes s (regression), or 1
+        for the classification simulator.
+
+    Examples
+    --------
+    >>> from skdiagatt.bayes import bayes_row_scores
+    >>> from skdiagatt.datasets import make_individualized_regression
+    >>> X, y, rows, truth = make_individualized_regression(
+    ...     5, n_rows=(4, 9), n_features=3, random_state=0)
+    >>> scores = bayes_row_scores(X, truth)
+    >>> [s.shape == (1, len(x)) for s, x in zip(scores, X)]
+    [True, True, True, True, True]
     """
     out = []
     for Xi in X:
@@ -62,9 +76,30 @@ def bayes_localize(X, truth):
     (the posterior of an assignment is proportional to the product of its
     likelihood ratios), found by a linear assignment.
 
+    Parameters
+    ----------
+    X : list of ndarray of shape (p_i, d)
+    truth : Bunch
+        From a ``make_individualized_*`` simulator.
+
     Returns
     -------
-    ndarray of shape (n, n_classes)
+    ndarray of int, shape (n, n_classes)
+        Column k holds the row chosen for signal class k; compare it with the
+        simulator's ``rows`` using :func:`skdiagatt.metrics.crlr`.
+
+    Examples
+    --------
+    >>> from skdiagatt.bayes import bayes_localize
+    >>> from skdiagatt.datasets import make_individualized_regression
+    >>> from skdiagatt.metrics import crlr
+    >>> X, y, rows, truth = make_individualized_regression(
+    ...     200, n_rows=20, n_features=30, random_state=0)
+    >>> rows_hat = bayes_localize(X, truth)
+    >>> rows_hat.shape
+    (200, 1)
+    >>> crlr(rows, rows_hat) > 0.9
+    True
     """
     out = []
     for llr in bayes_row_scores(X, truth):
@@ -104,9 +139,33 @@ def bayes_predict(X, truth):
     The posterior is over assignments of *distinct* rows to the signal classes
     (exact for up to three classes).
 
+    Parameters
+    ----------
+    X : list of ndarray of shape (p_i, d)
+    truth : Bunch
+        From :func:`skdiagatt.datasets.make_individualized_regression`.
+
     Returns
     -------
     ndarray of shape (n,)
+
+    Raises
+    ------
+    ValueError
+        If ``truth`` comes from the classification simulator (it has no ``beta``).
+
+    Examples
+    --------
+    >>> from skdiagatt.bayes import bayes_predict
+    >>> from skdiagatt.datasets import make_individualized_regression
+    >>> from skdiagatt.metrics import rmse
+    >>> X, y, rows, truth = make_individualized_regression(
+    ...     200, n_rows=20, n_features=30, random_state=0)
+    >>> y_hat = bayes_predict(X, truth)
+    >>> y_hat.shape
+    (200,)
+    >>> bool(rmse(y, y_hat) < y.std())
+    True
     """
     if "beta" not in truth:
         raise ValueError("bayes_predict needs a regression truth (with beta)")
@@ -120,9 +179,33 @@ def bayes_predict(X, truth):
 def bayes_predict_proba(X, truth):
     """``P(y = 1 | X)`` under the classification simulator with prior 1/2.
 
+    Parameters
+    ----------
+    X : list of ndarray of shape (p_i, d)
+    truth : Bunch
+        From :func:`skdiagatt.datasets.make_individualized_classification`.
+
     Returns
     -------
     ndarray of shape (n,)
+        Probabilities in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If ``truth`` comes from the regression simulator.
+
+    Examples
+    --------
+    >>> from skdiagatt.bayes import bayes_predict_proba
+    >>> from skdiagatt.datasets import make_individualized_classification
+    >>> X, y, rows, truth = make_individualized_classification(
+    ...     100, n_rows=10, n_features=10, random_state=0)
+    >>> proba = bayes_predict_proba(X, truth)
+    >>> proba.shape
+    (100,)
+    >>> float(((proba > 0.5) == y).mean()) > 0.9
+    True
     """
     if "beta" in truth:
         raise ValueError("bayes_predict_proba needs a classification truth")

@@ -47,10 +47,26 @@ def crlr(true_rows, selected_rows):
 def rmse(y_true, y_pred):
     """Root mean squared error ``||y - ŷ||_2 / sqrt(n)`` (all outputs pooled).
 
+    Parameters
+    ----------
+    y_true : array-like of shape (n,) or (n, n_targets)
+    y_pred : array-like of the same shape as ``y_true``
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ.
+
     Examples
     --------
     >>> rmse([0.0, 2.0], [0.0, 0.0])
     1.4142135623730951
+    >>> rmse([[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 2.0]])
+    1.0
     """
     y_true = np.asarray(y_true, dtype=float)
     y_pred = np.asarray(y_pred, dtype=float)

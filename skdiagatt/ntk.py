@@ -9,13 +9,15 @@ from sklearn.utils import check_random_state
 
 from ._base import (
     MatrixSampleEstimator,
+    chunk_factory,
     _check_positive_float,
     _check_positive_int,
     check_finite_output,
     check_targets,
+    standardize_targets,
 )
-from ._ragged import check_ragged, unpad
-from ._training import fit_loop, map_buckets
+from ._ragged import check_ragged, make_buckets, unpad
+from ._training import device_buckets, fit_loop, map_buckets
 from .kernels.attention import prefix_to_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
@@ -212,14 +214,9 @@ validation_fraction, random_state, verbose, warm_start
                 raise ValueError(
                     f"y has {flat.shape[1]} targets but the warm-started model has {self.y_mean_.shape[0]}"
                 )
-            mean, scale = self.y_mean_, self.y_scale_
-        else:
-            mean, scale = flat.mean(axis=0), flat.std(axis=0)
-            scale = np.where(scale > 0, scale, 1.0)
-        if rows is None:
-            Y = ((flat - mean) / scale).astype(np.float32)
-        else:
-            Y = [((r - mean) / scale).astype(np.float32) for r in rows]
+        Y, mean, scale = standardize_targets(flat, (self.y_mean_, self.y_scale_) if warm else None)
+        if rows is not None:
+            Y = np.split(Y, np.cumsum([r.shape[0] for r in rows])[:-1])
         return Y, (ndim, mean, scale)
 
     # ------------------------------------------------------------------ fit
@@ -270,6 +267,145 @@ validation_fraction, random_state, verbose, warm_start
         self.loss_curve_ = result.loss_curve
         self.validation_scores_ = result.validation_curve if self.early_stopping else None
         self._y_ndim, self.y_mean_, self.y_scale_ = meta
+        self.__dict__.pop("_partial_state", None)  # a later partial_fit starts a fresh optimizer
+        return self
+
+    # ------------------------------------------------------ beyond memory
+    def _run(self, params, frozen, meta, d, fixed, loop, result_label, **extra):
+        params, result = fit_loop(
+            ntk_readout_loss,
+            self._config(),
+            params,
+            {**frozen, **fixed, "alpha": np.float32(self.alpha)},
+            learning_rate=self.learning_rate,
+            label=result_label,
+            **extra,
+            **loop,
+        )
+        self.params_ = {**params, **fixed}
+        self.attention_weights_ = frozen
+        self.n_features_in_ = d
+        self._y_ndim, self.y_mean_, self.y_scale_ = meta
+        return result
+
+    def fit_chunks(self, chunks, y=None, *, chunk_size=None):
+        """Fit on data read one chunk at a time (larger than memory).
+
+        The data are read ``1 + max_iter`` times (the targets, then once per
+        epoch), one chunk on the device at a time.  An epoch visits the chunks
+        in order and, within a chunk, the minibatches that :meth:`fit` forms
+        on that chunk; with a single chunk the result is exactly that of
+        :meth:`fit`.  The targets of all chunks are held in memory.
+
+        Parameters
+        ----------
+        chunks : list of (X_k, y_k) pairs, callable, or array-like
+            As in :meth:`skdiagatt.DiagAttRegressor.fit_chunks`.
+        y : array-like or list, optional
+            Targets when ``chunks`` is the samples themselves.
+        chunk_size : int, optional
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if self.early_stopping:
+            raise ValueError(
+                "early_stopping is not available with fit_chunks: hold out a validation "
+                "set yourself and compare est.score on it"
+            )
+        make = chunk_factory(chunks, y, chunk_size)
+        warm = self.warm_start and hasattr(self, "params_")
+        scan = self._scan_chunks(make, n_features=self.n_features_in_ if warm else None)
+        d, n = scan["n_features"], sum(scan["sizes"])
+        lengths = np.concatenate(scan["lengths"])
+        # _encode_targets reads only the row count of each sample.
+        shapes = [np.empty((int(p), 0), np.float32) for p in lengths]
+        parts = scan["y"]
+        if self.pooling is None:
+            y_all = [v for part in parts for v in part]
+        else:
+            y_all = np.concatenate([np.asarray(part) for part in parts])
+        Y, meta = self._encode_targets(y_all, shapes, warm)
+        rng = check_random_state(self.random_state)
+        frozen = self.attention_weights_ if warm else self._projections(d, rng)
+        if warm:
+            params = {k: v.copy() for k, v in self.params_.items()}
+        else:
+            params = self._init_params(frozen, meta[1].shape[0], rng)
+        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
+        batch_size = self._auto_batch_size(n)
+        per_epoch = self._chunk_steps(scan, batch_size)
+        loop = dict(
+            data=self._chunk_stream(make, lambda k, off, size: Y[off : off + size], d),
+            batch_size=batch_size,
+            random_state=rng,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            validation=None,
+            verbose=self.verbose,
+        )
+        result = self._run(
+            params, frozen, meta, d, fixed, loop, type(self).__name__,
+            max_iter=self.max_iter, total_steps=self.max_iter * per_epoch,
+        )
+        self.n_iter_ = result.n_iter
+        self.loss_curve_ = result.loss_curve
+        self.validation_scores_ = None
+        self.__dict__.pop("_partial_state", None)
+        return self
+
+    def partial_fit(self, X, y):
+        """One epoch over one chunk, continuing the previous state.
+
+        The first call (on an unfitted model) draws the projections and the
+        initial state and fixes the target standardisation from its chunk;
+        every call runs one epoch of Adam at the constant ``learning_rate``
+        and keeps the optimizer state and the random state for the next call.
+        NTK-Attention has a single objective, so repeated calls train the
+        whole model.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,) or (n, n_targets); with ``pooling=None`` a
+            list of (p_i,) or (p_i, n_targets) arrays
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        first = not hasattr(self, "params_")
+        samples = check_ragged(X) if first else self._validate_X(X, reset=False)
+        d = samples[0].shape[1]
+        Y, meta = self._encode_targets(y, samples, warm=not first)
+        state = self.__dict__.get("_partial_state")
+        if state is None:
+            state = {"rng": check_random_state(self.random_state), "opt_state": None}
+        rng = state["rng"]
+        if first:
+            frozen = self._projections(d, rng)
+            params = self._init_params(frozen, meta[1].shape[0], rng)
+        else:
+            frozen = self.attention_weights_
+            params = {k: v.copy() for k, v in self.params_.items()}
+        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
+        loop = dict(
+            data=device_buckets(make_buckets(samples), Y),
+            batch_size=self._auto_batch_size(len(samples)),
+            random_state=rng,
+            verbose=self.verbose,
+        )
+        result = self._run(
+            params, frozen, meta, d, fixed, loop, f"{type(self).__name__} partial_fit",
+            max_iter=1, schedule="constant", opt_state=state["opt_state"],
+        )
+        self.n_iter_ = (0 if first else self.n_iter_) + result.n_iter
+        self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
+        self.validation_scores_ = None
+        self._partial_state = {"rng": rng, "opt_state": result.opt_state}
         return self
 
     def _init_params(self, frozen, t, rng):

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from .losses import LOGLIK
-from .scores import diag_scores, lowrank_scores, project_rows
+from .scores import diag_scores, diag_scores_and_values, lowrank_scores
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
 
 __all__ = [
@@ -55,25 +55,62 @@ def query_key(params, S):
     return jnp.einsum("raq,rbq->rab", f["L"], f.get("M", f["L"]))
 
 
+def _effective(params, frozen):
+    """The matrices that act on the raw rows, constants folded in, and the score factors.
+
+    The row scale ``c`` and the whitener ``S`` are folded into the small
+    (d, d) or (d, q) matrices once per call, so that the row-sized arrays are
+    touched only by the matmuls (no pass that rescales X): ``V_eff = c S V_r``;
+    low rank ``L_eff = c S L_r`` (and ``M_eff = c S M_r``); full
+    ``W_eff = c S W_r S`` with the second factor c applied to the scores.  One c
+    on each side of the product keeps every intermediate near the size of the
+    scaled rows, so rows of size 1e20 or 1e-20 neither overflow nor underflow
+    float32.  The per-head inverse temperature ``s_r = inv_tau exp(log_scale_r)``
+    multiplies the (B, R, L) scores: folded into ``W_eff`` it would make its
+    gradient (the calibration phase trains ``log_scale`` with W fixed) cost
+    the full ``X^T (g x)`` matmul instead of a sum over the scores.
+
+    Returns
+    -------
+    mats : dict
+        ``V`` and ``W`` or ``L`` (and ``M``), each (R, d, .), for
+        :func:`~skdiagatt.kernels.scores.diag_scores_and_values`.
+    factor : array, shape (R,)
+        Multiplies the scores of each head.
+    """
+    S, c = frozen["S"], frozen["x_scale"]
+    s = frozen["inv_tau"] * jnp.exp(params["log_scale"])  # (R,)
+    f = _whitened(params, S)
+    mats = {"V": c * jnp.einsum("ab,rbt->rat", S, params["V"])}
+    if "W" in f:
+        mats["W"] = c * f["W"]
+        return mats, c * s
+    mats["L"] = c * f["L"]
+    if "M" in f:
+        mats["M"] = c * f["M"]
+    return mats, s
+
+
+def _scores_values(params, frozen, X):
+    """Scores ``psi`` (B, R, L), temperature applied, and row values (B, R, L, t)."""
+    mats, factor = _effective(params, frozen)
+    psi, rows = diag_scores_and_values(X, **mats)
+    return psi * factor[None, :, None], rows
+
+
 def head_scores(params, frozen, X):
     """Diagonal scores ``psi`` of every head, temperature applied, shape (B, R, L)."""
-    X = X * frozen["x_scale"]
-    f = _whitened(params, frozen["S"])
-    psi = diag_scores(X, f["W"]) if "W" in f else lowrank_scores(X, f["L"], f.get("M"))
-    return psi * (frozen["inv_tau"] * jnp.exp(params["log_scale"]))[None, :, None]
+    mats, factor = _effective(params, frozen)
+    if "W" in mats:
+        psi = diag_scores(X, mats["W"])
+    else:
+        psi = lowrank_scores(X, mats["L"], mats.get("M"))
+    return psi * factor[None, :, None]
 
 
 def head_weights(params, frozen, X, where):
     """Attention weights ``kappa`` (B, R, L): softmax of the scores over real rows."""
     return masked_softmax(head_scores(params, frozen, X), where[:, None, :])
-
-
-def _row_values(params, frozen, X):
-    # (B, L, R, t) -> (B, R, L, t): the value read-out of every row for every
-    # head; V too lives in whitened coordinates (S V is in use).
-    V = jnp.einsum("ab,rbt->rat", frozen["S"], params["V"])
-    X = X * frozen["x_scale"]
-    return jnp.transpose(project_rows(X, V), (0, 2, 1, 3))
 
 
 def diagatt_forward(params, frozen, X, where):
@@ -84,8 +121,9 @@ def diagatt_forward(params, frozen, X, where):
     z : array, shape (B, t)
     kappa : array, shape (B, R, L)
     """
-    kappa = head_weights(params, frozen, X, where)
-    head_out = jnp.einsum("brl,brlt->brt", kappa, _row_values(params, frozen, X))
+    psi, rows = _scores_values(params, frozen, X)
+    kappa = masked_softmax(psi, where[:, None, :])
+    head_out = jnp.einsum("brl,brlt->brt", kappa, rows)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
 
 
@@ -106,8 +144,8 @@ def latent_row_loss(params, frozen, X, where, y, family):
     array, shape (B,)
     """
     mask = where[:, None, :]
-    log_kappa = masked_log_softmax(head_scores(params, frozen, X), mask)
-    rows = _row_values(params, frozen, X)  # (B, R, L, t)
+    psi, rows = _scores_values(params, frozen, X)  # (B, R, L), (B, R, L, t)
+    log_kappa = masked_log_softmax(psi, mask)
     head_out = jnp.einsum("brl,brlt->brt", jnp.exp(log_kappa), rows)
     others = jnp.sum(head_out, axis=1, keepdims=True) - head_out  # (B, R, t)
     z = params["b"] + others[:, :, None, :] + rows

@@ -18,19 +18,89 @@ __all__ = ["gaussian_loglik", "bernoulli_loglik", "categorical_loglik", "LOGLIK"
 def gaussian_loglik(y, z, log_sigma):
     """``sum_t log N(y_t; z_t, sigma_t^2)`` up to the constant ``-t/2 log(2 pi)``.
 
-    ``log_sigma`` has shape (t,); zeros give ``-0.5 * ||y - z||^2``.
+    Parameters
+    ----------
+    y : array, broadcastable to ``z``
+        Targets.
+    z : array, shape (..., t)
+        Predicted means.
+    log_sigma : array, shape (t,)
+        Log standard deviations; zeros give ``-0.5 * ||y - z||^2``.
+
+    Returns
+    -------
+    array, shape (...)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.losses import gaussian_loglik
+    >>> y = jnp.array([[1.0], [3.0]])
+    >>> z = jnp.array([[0.0], [1.0]])
+    >>> np.asarray(gaussian_loglik(y, z, jnp.zeros(1))).tolist()
+    [-0.5, -2.0]
     """
     r = (y - z) * jnp.exp(-log_sigma)
     return -0.5 * jnp.sum(r * r, axis=-1) - jnp.sum(log_sigma)
 
 
 def bernoulli_loglik(y, z, log_sigma=None):
-    """``y log s(z) + (1 - y) log(1 - s(z))`` with the logistic ``s``; ``t == 1``."""
+    """``y log s(z) + (1 - y) log(1 - s(z))`` with the logistic ``s``; ``t == 1``.
+
+    Computed as ``y z - softplus(z)``, finite for logits of any size.
+
+    Parameters
+    ----------
+    y : array, shape (..., 1)
+        0/1 labels.
+    z : array, shape (..., 1)
+        Logits.
+    log_sigma : ignored
+        Accepted so that every family has the same signature.
+
+    Returns
+    -------
+    array, shape (...)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.losses import bernoulli_loglik
+    >>> out = bernoulli_loglik(jnp.array([[1.0], [0.0], [1.0]]), jnp.array([[0.0], [0.0], [-1e4]]))
+    >>> np.round(np.asarray(out, dtype=float), 4).tolist()
+    [-0.6931, -0.6931, -10000.0]
+    """
     return jnp.sum(y * z - jax.nn.softplus(z), axis=-1)
 
 
 def categorical_loglik(y, z, log_sigma=None):
-    """``sum_c y_c log softmax(z)_c`` for one-hot ``y``."""
+    """``sum_c y_c log softmax(z)_c`` for one-hot ``y``.
+
+    Parameters
+    ----------
+    y : array, shape (..., C)
+        One-hot labels.
+    z : array, shape (..., C)
+        Class logits.
+    log_sigma : ignored
+        Accepted so that every family has the same signature.
+
+    Returns
+    -------
+    array, shape (...)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.losses import categorical_loglik
+    >>> y = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    >>> z = jnp.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1e4]])
+    >>> np.round(np.asarray(categorical_loglik(y, z), dtype=float), 4).tolist()
+    [-1.0986, 0.0]
+    """
     return jnp.sum(y * jax.nn.log_softmax(z, axis=-1), axis=-1)
 
 

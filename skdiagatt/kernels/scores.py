@@ -2,14 +2,28 @@
 
 Shapes: ``X`` (B, L, d) padded samples; full ``W`` (R, d, d); low-rank factors
 ``L`` and ``M`` (R, d, q) with ``W = L L^T`` (symmetric) or ``W = L M^T``.
-Every variant contracts the stacked heads in one 2-D matmul ``(B*L, d) @ (d, R*k)``:
-XLA runs that shape near the machine's matmul peak, unlike a per-sample
-batched einsum.
+
+How the arithmetic is shaped (measured in ``docs/performance.md``): every
+variant flattens the rows of all samples and contracts the stacked heads in one
+2-D matmul ``(B*L, d) @ (d, R*k)``.  A per-sample batched einsum runs this at a
+fraction of the speed on CPU, and so does anything that breaks the row-major
+``(B*L, d)`` layout (transposes, broadcasts with a size-one head axis, slices
+of a wider product): each extra pass over the ``B*L*d`` rows costs about as much
+as the matmul's own memory traffic.  With one head the score is a plain
+row-wise dot product of ``X W`` with ``X``, which XLA fuses with the matmul.
 """
 
 import jax.numpy as jnp
 
-__all__ = ["project_rows", "diag_scores", "lowrank_scores"]
+__all__ = ["project_rows", "diag_scores", "lowrank_scores", "diag_scores_and_values"]
+
+
+def _stack(W):
+    """(R, d, k) -> (d, R*k): the heads side by side, for one matmul."""
+    R, d, k = W.shape
+    if R == 1:
+        return W[0]
+    return jnp.transpose(W, (1, 0, 2)).reshape(d, R * k)
 
 
 def project_rows(X, W):
@@ -23,11 +37,37 @@ def project_rows(X, W):
     Returns
     -------
     array, shape (B, L, R, k)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.scores import project_rows
+    >>> X = jnp.ones((2, 5, 4))           # 2 samples, 5 rows, d = 4
+    >>> W = jnp.ones((3, 4, 6))           # 3 heads, k = 6
+    >>> project_rows(X, W).shape
+    (2, 5, 3, 6)
     """
     B, L, d = X.shape
     R, _, k = W.shape
-    stacked = jnp.transpose(W, (1, 0, 2)).reshape(d, R * k)
-    return (X.reshape(B * L, d) @ stacked).reshape(B, L, R, k)
+    return (X.reshape(B * L, d) @ _stack(W)).reshape(B, L, R, k)
+
+
+def _row_quadratic(X2, W):
+    """``x_n^T W_r x_n`` for the flattened rows ``X2`` (N, d): shape (N, R)."""
+    N, d = X2.shape
+    R = W.shape[0]
+    P = X2 @ _stack(W)
+    if R == 1:
+        # No size-one head axis: XLA then fuses the product and the row sum
+        # into the matmul instead of copying X to a broadcast layout.
+        return jnp.sum(P * X2, axis=-1, keepdims=True)
+    return jnp.sum(P.reshape(N, R, d) * X2[:, None, :], axis=-1)
+
+
+def _heads_first(a, B, L):
+    """(B*L, R, ...) -> (B, R, L, ...)."""
+    a = a.reshape((B, L) + a.shape[1:])
+    return jnp.moveaxis(a, 1, 2)
 
 
 def diag_scores(X, W):
@@ -41,13 +81,25 @@ def diag_scores(X, W):
     Returns
     -------
     array, shape (B, R, L)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.scores import diag_scores
+    >>> X = jnp.array([[[1.0, 0.0], [1.0, 2.0], [0.0, 3.0]]])    # (1, 3, 2)
+    >>> W = jnp.stack([jnp.eye(2), jnp.array([[0.0, 1.0], [0.0, 0.0]])])
+    >>> np.asarray(diag_scores(X, W)).tolist()      # x^T W_r x per row and head
+    [[[1.0, 5.0, 9.0], [0.0, 2.0, 0.0]]]
     """
-    XW = project_rows(X, W)
-    return jnp.einsum("blrd,bld->brl", XW, X)
+    B, L, d = X.shape
+    return _heads_first(_row_quadratic(X.reshape(B * L, d), W), B, L)
 
 
 def lowrank_scores(X, L, M=None):
     """Scores of ``W = L L^T`` (``M`` None) or ``W = L M^T``, never forming W.
+
+    The cost is ``O(B L d q)`` instead of ``O(B L d^2)``.
 
     Parameters
     ----------
@@ -58,9 +110,78 @@ def lowrank_scores(X, L, M=None):
     Returns
     -------
     array, shape (B, R, L)
+
+    Examples
+    --------
+    The scores equal those of the full matrix ``W = L L^T``:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.scores import diag_scores, lowrank_scores
+    >>> rng = np.random.RandomState(0)
+    >>> X = jnp.asarray(rng.randn(2, 7, 5), jnp.float32)
+    >>> L = jnp.asarray(rng.randn(3, 5, 2), jnp.float32)       # 3 heads, rank 2
+    >>> lowrank_scores(X, L).shape
+    (2, 3, 7)
+    >>> W = jnp.einsum("rdq,req->rde", L, L)
+    >>> np.allclose(lowrank_scores(X, L), diag_scores(X, W), rtol=1e-4, atol=1e-4)
+    True
     """
-    XL = project_rows(X, L)
+    B, Lr, d = X.shape
+    R, _, q = L.shape
+    X2 = X.reshape(B * Lr, d)
     if M is None:
-        return jnp.transpose(jnp.sum(XL * XL, axis=-1), (0, 2, 1))
-    XM = project_rows(X, M)
-    return jnp.transpose(jnp.sum(XL * XM, axis=-1), (0, 2, 1))
+        XL = (X2 @ _stack(L)).reshape(B * Lr, R, q)
+        psi = jnp.sum(XL * XL, axis=-1)
+    else:
+        # One matmul for both factors: (N, d) @ (d, 2 R q).
+        XLM = (X2 @ jnp.concatenate([_stack(L), _stack(M)], axis=1)).reshape(B * Lr, 2, R, q)
+        psi = jnp.sum(XLM[:, 0] * XLM[:, 1], axis=-1)
+    return _heads_first(psi, B, Lr)
+
+
+def diag_scores_and_values(X, V, W=None, L=None, M=None):
+    """Scores ``x^T W_r x`` and value read-outs ``x^T V_r`` of every row and head.
+
+    The model's whole row-level arithmetic, shaped for speed: one matmul for
+    the scores (full ``W`` or the low-rank factors) and one thin matmul for
+    the values, both on the flattened rows, no transposes of row-sized arrays.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    V : array, shape (R, d, t)
+    W : array, shape (R, d, d), optional
+        Full query-key matrices; else ``L`` (and ``M``) must be given.
+    L, M : array, shape (R, d, q), optional
+        Low-rank factors, ``W = L L^T`` or ``L M^T``.
+
+    Returns
+    -------
+    psi : array, shape (B, R, L)
+    values : array, shape (B, R, L, t)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.scores import diag_scores, diag_scores_and_values
+    >>> rng = np.random.RandomState(0)
+    >>> X = jnp.asarray(rng.randn(2, 7, 5), jnp.float32)
+    >>> W = jnp.asarray(rng.randn(3, 5, 5), jnp.float32)       # 3 heads
+    >>> V = jnp.asarray(rng.randn(3, 5, 1), jnp.float32)       # one target
+    >>> psi, values = diag_scores_and_values(X, V, W=W)
+    >>> psi.shape, values.shape
+    ((2, 3, 7), (2, 3, 7, 1))
+    >>> np.allclose(psi, diag_scores(X, W), rtol=1e-4, atol=1e-4)
+    True
+    """
+    B, Lr, d = X.shape
+    R, _, t = V.shape
+    X2 = X.reshape(B * Lr, d)
+    if W is not None:
+        psi = _heads_first(_row_quadratic(X2, W), B, Lr)
+    else:
+        psi = lowrank_scores(X, L, M)
+    values = (X2 @ _stack(V)).reshape(B * Lr, R, t)
+    return psi, _heads_first(values, B, Lr)

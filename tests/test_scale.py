@@ -1,0 +1,200 @@
+"""Beyond memory and beyond one device (issue 6): chunks, partial_fit, data parallelism, n_jobs.
+
+Every test here is small (one bucket length, a few epochs) so the file runs in
+well under a minute; the speed figures themselves are in
+``benchmarks/bench_speed.py`` / ``docs/performance.md``.
+"""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
+from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
+
+FAST = dict(max_iter=3, calibration_iter=2, batch_size=16, random_state=0)
+NTK_FAST = dict(max_iter=3, prefix_length=16, batch_size=16, random_state=0)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def data():
+    """96 samples of 6 rows (a single bucket length), d = 4."""
+    X, y, _, _ = make_individualized_regression(96, n_rows=6, n_features=4, random_state=0)
+    return np.stack(X).astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def memmap(data, tmp_path_factory):
+    path = tmp_path_factory.mktemp("chunks") / "X.npy"
+    np.save(path, data[0])
+    return np.load(path, mmap_mode="r")
+
+
+def _same(a, b):
+    assert a.params_.keys() == b.params_.keys()
+    for k in a.params_:
+        np.testing.assert_array_equal(a.params_[k], b.params_[k], err_msg=k)
+    assert a.loss_curve_ == b.loss_curve_
+
+
+def _chunks(X, y, size):
+    return [(X[i : i + size], y[i : i + size]) for i in range(0, len(X), size)]
+
+
+# ------------------------------------------------------------- beyond memory
+@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST)])
+def test_one_chunk_is_the_in_memory_fit(data, Est, kw):
+    X, y = data
+    _same(Est(**kw).fit(X, y), Est(**kw).fit_chunks([(X, y)]))
+
+
+@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST)])
+def test_memmap_chunks_match_in_memory_chunks(data, memmap, Est, kw):
+    """Same seed, same chunk schedule: reading the chunks from disk changes nothing."""
+    X, y = data
+    in_memory = Est(**kw).fit_chunks(_chunks(X, y, 32))
+    from_disk = Est(**kw).fit_chunks(memmap, y, chunk_size=32)
+    _same(in_memory, from_disk)
+    generator = Est(**kw).fit_chunks(lambda: iter(_chunks(memmap, y, 32)))
+    _same(in_memory, generator)
+    np.testing.assert_array_equal(from_disk.predict(memmap), in_memory.predict(X))
+
+
+def test_chunked_fit_learns_like_the_in_memory_fit(data):
+    X, y = data
+    full = DiagAttRegressor(**FAST).fit(X, y)
+    chunked = DiagAttRegressor(**FAST).fit_chunks(X, y, chunk_size=32)
+    # Different minibatches (chunk-local), same procedure and statistics.
+    np.testing.assert_array_equal(chunked.preconditioner_, full.preconditioner_)
+    assert chunked.n_iter_ == full.n_iter_
+    assert abs(chunked.loss_curve_[-1] - full.loss_curve_[-1]) < 0.1
+
+
+def test_fit_chunks_rejects_bad_sources(data):
+    X, y = data
+    est = DiagAttRegressor(**FAST)
+    with pytest.raises(TypeError, match="chunks must be"):
+        est.fit_chunks(42)
+    with pytest.raises(ValueError, match="chunk 1 has"):
+        est.fit_chunks([(X[:10], y[:10]), (X[10:20], y[:3])])
+    with pytest.raises(ValueError, match="chunk 1: X\\[0\\] has 3 features"):
+        est.fit_chunks([(X[:10], y[:10]), (X[10:20, :, :3], y[10:20])])
+    with pytest.raises(ValueError, match="early_stopping"):
+        DiagAttRegressor(early_stopping=True).fit_chunks([(X, y)])
+
+
+@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST)])
+def test_partial_fit_from_memmap_matches_in_memory(data, memmap, Est, kw):
+    X, y = data
+    a, b = Est(**kw), Est(**kw)
+    for _ in range(2):
+        for (Xa, ya), (Xb, yb) in zip(_chunks(X, y, 32), _chunks(memmap, y, 32)):
+            a.partial_fit(Xa, ya)
+            b.partial_fit(Xb, yb)
+    _same(a, b)
+    assert a.n_iter_ == len(a.loss_curve_) == 6
+    assert a.loss_curve_[-1] < a.loss_curve_[0]
+
+
+def test_partial_fit_state_survives_pickle(data):
+    X, y = data
+    est = DiagAttRegressor(**FAST).partial_fit(X[:48], y[:48])
+    copy = pickle.loads(pickle.dumps(est))
+    est.partial_fit(X[48:], y[48:])
+    copy.partial_fit(X[48:], y[48:])
+    _same(est, copy)
+    # The optimizer state is carried: a fresh optimizer on the second chunk differs.
+    fresh = pickle.loads(pickle.dumps(DiagAttRegressor(**FAST).partial_fit(X[:48], y[:48])))
+    fresh.__dict__.pop("_partial_state")
+    fresh.partial_fit(X[48:], y[48:])
+    assert not np.array_equal(fresh.params_["W"], est.params_["W"])
+
+
+def test_partial_fit_after_fit_continues(data):
+    X, y = data
+    est = DiagAttRegressor(**FAST).fit(X, y)
+    before = est.predict(X)
+    est.partial_fit(X, y)
+    assert est.n_iter_ == FAST["max_iter"] + FAST["calibration_iter"] + 1
+    assert not np.array_equal(before, est.predict(X))
+
+
+def test_classifier_partial_fit_with_classes():
+    X, y, _, _ = make_individualized_classification(64, n_rows=5, n_features=3, random_state=0)
+    X, y = np.stack(X), np.where(y == 1, "yes", "no")
+    clf = DiagAttClassifier(**FAST)
+    first = y[:16] == "no"
+    with pytest.raises(ValueError, match="at least two classes"):
+        DiagAttClassifier(**FAST).partial_fit(X[:16][first], y[:16][first])
+    clf.partial_fit(X[:16][first], y[:16][first], classes=["no", "yes"])
+    clf.partial_fit(X[16:], y[16:])
+    assert clf.classes_.tolist() == ["no", "yes"]
+    assert clf.predict_proba(X).shape == (64, 2)
+    with pytest.raises(ValueError, match="not in classes"):
+        clf.partial_fit(X[:4], np.array(["no", "maybe", "yes", "no"]))
+
+
+# ------------------------------------------------------- beyond one device
+_TWO_DEVICES = textwrap.dedent(
+    """
+    import json, os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax, numpy as np
+    from skdiagatt import DiagAttRegressor, NTKPrefixRegressor, _training
+    from skdiagatt.datasets import make_individualized_regression
+    X, y, _, _ = make_individualized_regression(60, n_rows=6, n_features=4, random_state=0)
+    out = {"devices": len(jax.devices()), "training": len(_training.training_devices())}
+    # 60 samples, batches of 16: the last batch (12) and the sharding both get exercised.
+    for name, est in [("diagatt", DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16,
+                                                   random_state=0)),
+                      ("ntk", NTKPrefixRegressor(max_iter=3, prefix_length=16, batch_size=16,
+                                                 random_state=0))]:
+        two = est.fit(X, y)
+        curve2, pred2 = list(two.loss_curve_), two.predict(X)
+        with _training.use_devices(jax.devices()[:1]):
+            one = est.fit(X, y)
+        out[name] = {"two": curve2, "one": list(one.loss_curve_),
+                     "pred_diff": float(np.max(np.abs(pred2 - one.predict(X))))}
+    print("RESULT" + json.dumps(out))
+    """
+)
+
+
+def test_two_devices_give_the_loss_curve_of_one():
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES], capture_output=True, text=True, env=env,
+        cwd=ROOT, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    res = json.loads(line[len("RESULT"):])
+    assert res["devices"] == 2 and res["training"] == 2
+    for name in ("diagatt", "ntk"):
+        two, one = np.array(res[name]["two"]), np.array(res[name]["one"])
+        assert two.shape == one.shape and two.size >= 3
+        np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert res[name]["pred_diff"] < 1e-4
+
+
+def test_grid_search_with_two_processes(data):
+    X, y = data
+    # Candidates of the same shapes: each worker process compiles the steps once.
+    grid = {"alpha": [1e-3, 1e-2]}
+    serial = GridSearchCV(DiagAttRegressor(**FAST), grid, cv=2).fit(X, y)
+    parallel = GridSearchCV(DiagAttRegressor(**FAST), grid, cv=2, n_jobs=2).fit(X, y)
+    np.testing.assert_allclose(
+        parallel.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"],
+        rtol=1e-6,
+    )
+    assert parallel.best_params_ == serial.best_params_
