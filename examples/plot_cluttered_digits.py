@@ -23,7 +23,8 @@ test canvases.  DiagAtt with 1 and R = 3 heads is compared with standard
 attention (StdAtt), the row-wise group lasso and the two-step Gaussian mixture
 (``skdiagatt.baselines``).
 
-Run (one command; about 5 minutes on 2 CPU cores, ``--quick`` well under one)::
+Run (one command; about 9 minutes on 2 shared CPU cores, most of it the group lasso
+and the two-step mixture; ``--quick`` about one minute)::
 
     python examples/plot_cluttered_digits.py [--quick] [--source digits|mnist]
 
