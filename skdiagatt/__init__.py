@@ -2,12 +2,22 @@
 
 Estimators take a ragged list of 2-D arrays (rows = tokens, patches or
 instances; their number varies per sample) or a 3-D array, and expose
-``fit / predict / localize / attention``.
+``fit / predict / localize / attention``.  Row-wise transformers
+(:mod:`skdiagatt.preprocessing`) learn on the pooled rows of all samples and
+map each sample's rows, keeping the ragged layout.
 """
 
 from .diagatt import DiagAttClassifier, DiagAttRegressor
 from .ntk import NTKPrefixRegressor
+from .preprocessing import RowPCA, RowStandardScaler
 
 __version__ = "0.1.0"
 
-__all__ = ["DiagAttRegressor", "DiagAttClassifier", "NTKPrefixRegressor", "__version__"]
+__all__ = [
+    "DiagAttRegressor",
+    "DiagAttClassifier",
+    "NTKPrefixRegressor",
+    "RowPCA",
+    "RowStandardScaler",
+    "__version__",
+]

@@ -95,6 +95,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         temperature=None,
         rank=None,
         symmetric=True,
+        score_form="quadratic",
         alpha=3e-3,
         alpha_value=0.0,
         objective="latent",
@@ -115,6 +116,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         self.temperature = temperature
         self.rank = rank
         self.symmetric = symmetric
+        self.score_form = score_form
         self.alpha = alpha
         self.alpha_value = alpha_value
         self.objective = objective
@@ -138,6 +140,10 @@ class _DiagAttBase(MatrixSampleEstimator):
             _check_positive_float(self.temperature, "temperature")
         if self.rank is not None:
             _check_positive_int(self.rank, "rank")
+        if self.score_form not in ("quadratic", "affine"):
+            raise ValueError(
+                f"score_form must be 'quadratic' or 'affine', got {self.score_form!r}"
+            )
         _check_positive_float(self.alpha, "alpha", allow_zero=True)
         _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
         if self.objective not in ("latent", "attention"):
@@ -167,7 +173,21 @@ class _DiagAttBase(MatrixSampleEstimator):
                 params["M"] = params["L"] + (scale * rng.standard_normal((R, d, q))).astype(
                     np.float32
                 )
+        if self.score_form == "affine":
+            params["U"] = np.zeros((R, d), np.float32)
         return params
+
+    def _previous_params(self, d, t):
+        """A copy of ``params_`` to continue from, checked against the current settings."""
+        expected = self._init_params(d, t, np.random.RandomState(0))
+        got = {k: np.shape(v) for k, v in self.params_.items()}
+        if got != {k: v.shape for k, v in expected.items()}:
+            raise ValueError(
+                "warm_start / partial_fit continue the previous fit, whose parameters "
+                f"{sorted(got)} do not fit the current n_heads, rank, symmetric and score_form "
+                f"settings ({sorted(expected)}); refit with warm_start=False"
+            )
+        return {k: np.array(v, copy=True) for k, v in self.params_.items()}
 
     def _frozen(self, c, S, d):
         tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
@@ -192,7 +212,7 @@ class _DiagAttBase(MatrixSampleEstimator):
 
         if warm:
             c, S = self.input_scale_, self.preconditioner_
-            params = {k: v.copy() for k, v in self.params_.items()}
+            params = self._previous_params(d, Y.shape[1])
         else:
             c, S = _preconditioner(train_samples, self.whiten)
             params = self._init_params(d, Y.shape[1], rng)
@@ -333,7 +353,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         rng = check_random_state(self.random_state)
         if warm:
             c, S = self.input_scale_, self.preconditioner_
-            params = {k: v.copy() for k, v in self.params_.items()}
+            params = self._previous_params(d, Y.shape[1])
         else:
             c, S = _preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
             params = self._init_params(d, Y.shape[1], rng)
@@ -404,7 +424,7 @@ class _DiagAttBase(MatrixSampleEstimator):
             params = self._init_params(d, Y.shape[1], rng)
         else:
             c, S = self.input_scale_, self.preconditioner_
-            params = {k: v.copy() for k, v in self.params_.items()}
+            params = self._previous_params(d, Y.shape[1])
         frozen = self._frozen(c, S, d)
         frozen["log_scale"] = params.pop("log_scale")
         params, result = fit_loop(
@@ -460,6 +480,19 @@ class _DiagAttBase(MatrixSampleEstimator):
         scale = frozen["x_scale"] ** 2 * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
         return Q * scale[:, None, None]
 
+    @property
+    def linear_score_(self):
+        """Linear score terms in input coordinates, temperature included, shape (n_heads, d).
+
+        The score of row ``x`` under head r is ``x @ query_key_[r] @ x +
+        linear_score_[r] @ x``; zeros for ``score_form="quadratic"``.
+        """
+        frozen = self._frozen_fitted()
+        if "U" not in self.params_:
+            return np.zeros((self.params_["V"].shape[0], self.n_features_in_), np.float32)
+        scale = frozen["x_scale"] * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
+        return (np.asarray(self.params_["U"]) @ frozen["S"]) * scale[:, None]
+
 
 class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     """Diagonalized-attention regression on matrix-valued samples.
@@ -488,8 +521,15 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``L_r M_r^T`` with ``symmetric=False``), rank q.
     symmetric : bool, default=True
         Low-rank form, used when ``rank`` is set.
+    score_form : {"quadratic", "affine"}, default="quadratic"
+        "quadratic": the paper's score ``x^T W_r x``.  "affine" adds a
+        linear term, ``x^T W_r x + u_r^T x``: the log-likelihood ratio of two
+        Gaussian row distributions with different means has this form, and
+        a quadratic form alone cannot tell ``x`` from ``-x`` (rows drawn
+        around ``+m`` and ``-m`` score alike).
     alpha : float, default=3e-3
-        L2 penalty on the query-key parameters, in whitened coordinates.
+        L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
+        coordinates.
     alpha_value : float, default=0.0
         L2 penalty on the value vectors.
     objective : {"latent", "attention"}, default="latent"
@@ -529,10 +569,15 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     ----------
     params_ : dict of ndarray
         Fitted parameters (``W`` (R, d, d) or ``L``/``M`` (R, d, q) in whitened
-        coordinates, ``V`` (R, d, t), ``b`` (t,), ``log_scale`` (R,),
+        coordinates, ``U`` (R, d) with ``score_form=
+        "affine"``, ``V`` (R, d, t), ``b`` (t,),
+        ``log_scale`` (R,),
         ``log_sigma`` (t,)), in standardized target units.
     query_key_ : ndarray of shape (n_heads, d, d)
         Score matrices in input coordinates, temperature included.
+    linear_score_ : ndarray of shape (n_heads, d)
+        Linear score terms in input coordinates, temperature included (zeros
+        unless ``score_form="affine"``).
     input_scale_ : float
         Factor applied to every row first: 1 / root-mean-square of the training rows.
     preconditioner_ : ndarray of shape (d, d)
@@ -611,7 +656,7 @@ class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
 
     Parameters
     ----------
-    n_heads, temperature, rank, symmetric, alpha, alpha_value, objective, whiten, \
+    n_heads, temperature, rank, symmetric, score_form, alpha, alpha_value, objective, whiten, \
 calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, warm_start
         As in :class:`DiagAttRegressor`.
@@ -619,7 +664,7 @@ early_stopping, validation_fraction, random_state, verbose, warm_start
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    params_, query_key_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
+    params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
 validation_scores_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
 

@@ -104,6 +104,34 @@ def read_safetensors(path):
     Returns
     -------
     dict of str -> ndarray
+        One array per tensor, of the shape the header gives, in native byte
+        order; the optional ``__metadata__`` entry is skipped.
+
+    Examples
+    --------
+    A file written by hand: a float32 matrix and a bfloat16 vector (the
+    bit patterns of 1.5 and -2.0):
+
+    >>> import json
+    >>> import struct
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from skdiagatt.text import read_safetensors
+    >>> w = np.arange(6, dtype="<f4").reshape(2, 3)
+    >>> bf = np.array([0x3FC0, 0xC000], dtype="<u2")
+    >>> header = json.dumps({
+    ...     "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+    ...     "bf": {"dtype": "BF16", "shape": [2], "data_offsets": [24, 28]},
+    ... }).encode()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "tiny.safetensors"
+    ...     _ = path.write_bytes(struct.pack("<Q", len(header)) + header + w.tobytes() + bf.tobytes())
+    ...     tensors = read_safetensors(path)
+    >>> sorted(tensors), tensors["w"].shape, bool(np.array_equal(tensors["w"], w))
+    (['bf', 'w'], (2, 3), True)
+    >>> tensors["bf"].dtype, tensors["bf"].tolist()
+    (dtype('float32'), [1.5, -2.0])
     """
     path = Path(path)
     raw = np.memmap(path, dtype=np.uint8, mode="r")
@@ -224,8 +252,32 @@ def load_encoder(model="all-MiniLM-L6-v2"):
     -------
     Bunch
         ``tokenizer`` (a ``tokenizers.Tokenizer``, padding off, truncation
-        off), ``params`` (device arrays for the JAX forward pass), ``config``
-        (dict), ``path``, ``hidden`` (int), ``max_positions`` (int).
+        off), ``params`` (device arrays for the JAX forward pass, laid out as
+        :func:`skdiagatt.kernels.transformer.encoder_forward` takes them),
+        ``config`` (dict), ``path``, ``hidden`` (int), ``n_heads`` (int),
+        ``eps`` (float, the layer-norm epsilon), ``max_positions`` (int).
+
+    Raises
+    ------
+    ImportError
+        If ``tokenizers`` or the package bundling the named model is not
+        installed.
+
+    Examples
+    --------
+    Needs the ``text`` extra and the model package (the doctest is skipped
+    where they are missing):
+
+    >>> from skdiagatt.text import load_encoder
+    >>> enc = load_encoder("all-MiniLM-L6-v2")
+    >>> enc.hidden, enc.n_heads, len(enc.params["layers"]), enc.max_positions
+    (384, 12, 6, 512)
+    >>> enc.params["embeddings"]["word"].shape          # (vocabulary, hidden)
+    (30522, 384)
+    >>> enc.tokenizer.encode("A gripping film.").tokens
+    ['[CLS]', 'a', 'gripping', 'film', '.', '[SEP]']
+    >>> load_encoder("all-MiniLM-L6-v2") is enc          # loaded once per process
+    True
     """
     path = _resolve_model(model)
     tokenizers = _require_tokenizers()
@@ -349,9 +401,13 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
 
     Examples
     --------
-    >>> emb = TokenEmbedder()                                 # doctest: +SKIP
-    >>> X = emb.fit_transform(["A gripping, beautiful film."])  # doctest: +SKIP
-    >>> X[0].shape, emb.get_tokens(["A gripping, beautiful film."])  # doctest: +SKIP
+    Needs the ``text`` extra and the model package (the doctest is skipped
+    where they are missing):
+
+    >>> from skdiagatt.text import TokenEmbedder
+    >>> emb = TokenEmbedder()
+    >>> X = emb.fit_transform(["A gripping, beautiful film."])
+    >>> X[0].shape, emb.get_tokens(["A gripping, beautiful film."])
     ((6, 384), [['a', 'gripping', ',', 'beautiful', 'film', '.']])
     """
 
@@ -617,7 +673,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
 
 # ------------------------------------------------------------------ lexicon
 def load_vader_lexicon(path=None):
-    """Valence of each entry of the VADER sentiment lexicon (Hutto & Gilbert, 2014).
+    r"""Valence of each entry of the VADER sentiment lexicon (Hutto & Gilbert, 2014).
 
     Read from the ``vader_lexicon.txt`` bundled in the ``vadersentiment``
     package (found by path, the package is not imported) unless ``path`` is
@@ -627,10 +683,34 @@ def load_vader_lexicon(path=None):
     Parameters
     ----------
     path : str or Path, optional
+        A file in the same format; default: the bundled lexicon.
 
     Returns
     -------
     dict of str -> float
+        Lower-cased token -> mean valence; malformed lines are skipped.
+
+    Raises
+    ------
+    ImportError
+        If ``path`` is None and ``vadersentiment`` is not installed.
+
+    Examples
+    --------
+    A two-entry file in the lexicon's format (with ``vadersentiment``
+    installed, ``load_vader_lexicon()`` reads the bundled one, about 7,500
+    entries):
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from skdiagatt.text import load_vader_lexicon
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "lexicon.txt"
+    ...     _ = path.write_text("good\t1.9\t0.9\t[2, 2]\nBad\t-2.5\t0.7\t[-3, -2]\nbroken line\n",
+    ...                         encoding="utf-8")
+    ...     lexicon = load_vader_lexicon(path)
+    >>> lexicon
+    {'good': 1.9, 'bad': -2.5}
     """
     if path is None:
         spec = importlib.util.find_spec("vaderSentiment")

@@ -21,15 +21,18 @@ def cls_data():
     return X, y, rows, truth
 
 
-def numpy_diagatt(X_list, Q, V, b):
+def numpy_diagatt(X_list, Q, V, b, lin=None):
     """float64 reference of the DiagAtt prediction: a loop over unpadded samples.
 
-    Q (R, d, d) query-key matrices with temperature folded in, V (R, d, t), b (t,).
+    Q (R, d, d) query-key matrices with temperature folded in, V (R, d, t), b (t,),
+    lin (R, d) optional linear score terms, temperature folded in.
     """
     z, kappas = [], []
     for Xi in X_list:
         Xi = np.asarray(Xi, np.float64)
         psi = np.einsum("pa,rab,pb->rp", Xi, Q, Xi)
+        if lin is not None:
+            psi = psi + lin @ Xi.T
         k = np.exp(psi - psi.max(axis=1, keepdims=True))
         k /= k.sum(axis=1, keepdims=True)
         z.append(b + sum(k[r] @ Xi @ V[r] for r in range(Q.shape[0])))

@@ -179,8 +179,35 @@ def test_group_lasso_recovers_a_fixed_common_support():
     assert all(sorted(r.tolist()) == [1, 3] for r in est.localize(X))
     assert all(r.tolist() == [3] for r in est.localize(X, top_k=1))  # ||beta3|| > ||beta1||
     assert est.score(X, y) > 0.95
-    with pytest.raises(ValueError, match=r"X\[0\] has 12 rows, more than the 8 rows"):
-        est.predict([np.ones((12, 3))])
+    with pytest.raises(ValueError, match=r"X\[1\] has 9 rows, more than n_rows=8"):
+        GroupLassoRegressor(n_rows=8).fit([np.ones((8, 3)), np.ones((9, 3))], [0.0, 1.0])
+
+
+@pytest.mark.parametrize("Est", [GroupLassoRegressor, GroupLassoClassifier])
+def test_group_lasso_samples_longer_than_training_get_zero_coefficients(Est, reg_data, cls_data):
+    """Positions never seen in fit have no coefficient: longer samples are cut, not rejected."""
+    X, y, _, _ = reg_data if Est is GroupLassoRegressor else cls_data
+    width = max(x.shape[0] for x in X)  # 8
+    est = Est(alpha=0.1, tol=1e-10).fit(X, y)
+    assert est.n_rows_ == width
+    rng = np.random.RandomState(6)
+    longer = [rng.randn(width + 5, 3), rng.randn(3, 3), rng.randn(2 * width, 3)]
+    out = est.predict(longer)
+    # rows past n_rows_ contribute nothing: the same as cutting them off
+    cut = [x[:width] for x in longer]
+    np.testing.assert_array_equal(out, est.predict(cut))
+    score = est.predict_proba if Est is GroupLassoClassifier else est.predict
+    np.testing.assert_allclose(score(longer), score(cut))
+    # ... and the same as a model whose padding covered them (all-zero blocks there)
+    wide = Est(alpha=0.1, tol=1e-10, n_rows=2 * width).fit(X, y)
+    assert np.all(wide.coef_[width:] == 0)
+    np.testing.assert_allclose(wide.coef_[:width], est.coef_, atol=1e-8)
+    np.testing.assert_allclose(score(longer), wide.predict_proba(longer)
+                               if Est is GroupLassoClassifier else wide.predict(longer), atol=1e-8)
+    for top_k in (None, 2):
+        loc = est.localize(longer, top_k=top_k)
+        assert all(r.dtype == np.int64 and np.all((r >= 0) & (r < min(x.shape[0], width)))
+                   for r, x in zip(loc, longer))
 
 
 def test_group_lasso_warm_started_path_matches_cold_fits(reg_data):

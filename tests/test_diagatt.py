@@ -222,7 +222,8 @@ def test_classifier_rejects_single_class_and_unseen_warm_classes(cls_data):
 
 
 @pytest.mark.parametrize("param, value", [("n_heads", 0), ("temperature", -1.0), ("objective", "x"),
-                                          ("learning_rate", 0.0), ("rank", 0), ("validation_fraction", 1.5)])
+                                          ("learning_rate", 0.0), ("rank", 0), ("validation_fraction", 1.5),
+                                          ("score_form", "cubic")])
 def test_bad_parameters(reg_data, param, value):
     X, y, _, _ = reg_data
     with pytest.raises(ValueError, match=param):
@@ -273,7 +274,39 @@ def test_classifier_learns_on_easy_data():
     assert crlr(rows[300:], clf.localize(X[300:])) > 0.8
 
 
+def test_affine_score_tells_opposite_means_apart():
+    """Signal rows ~ N(-mu, Sigma) among N(mu, Sigma): the quadratic form is even in x.
+
+    The log-likelihood ratio is linear here, so ``score_form="quadratic"`` is
+    at chance while the affine score localizes.
+    """
+    from skdiagatt.datasets import make_individualized_regression
+
+    X, y, rows, _ = make_individualized_regression(700, n_rows=8, n_features=5, signal=((-1.5, 1.0),),
+                                                   random_state=3)
+    tr, te = slice(0, 500), slice(500, None)
+    kw = dict(max_iter=15, random_state=0)
+    affine = DiagAttRegressor(score_form="affine", **kw).fit(X[tr], y[tr])
+    quadratic = DiagAttRegressor(**kw).fit(X[tr], y[tr])
+    assert crlr(rows[te], affine.localize(X[te])) > 0.6
+    assert crlr(rows[te], quadratic.localize(X[te])) < 0.35  # chance 0.125
+    # linear_score_ is the score's linear part, in input coordinates.
+    x = X[te][0].astype(float)
+    psi = np.einsum("pa,ab,pb->p", x, affine.query_key_[0], x) + x @ affine.linear_score_[0]
+    k = np.exp(psi - psi.max())
+    np.testing.assert_allclose(affine.attention([x])[0][0], k / k.sum(), rtol=1e-4, atol=1e-6)
+    assert not np.any(quadratic.linear_score_)
+
+
+def test_warm_start_with_other_score_form_is_refused(reg_data):
+    X, y, _, _ = reg_data
+    est = DiagAttRegressor(warm_start=True, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="score_form"):
+        est.set_params(score_form="affine").fit(X, y)
+
+
 @pytest.mark.parametrize("kw", [dict(rank=2), dict(rank=2, symmetric=False), dict(objective="attention"),
+                                dict(score_form="affine"), dict(score_form="affine", rank=2),
                                 dict(whiten=False), dict(early_stopping=True, validation_fraction=0.25)])
 def test_options_fit_and_stay_finite(reg_data, kw):
     X, y, _, _ = reg_data

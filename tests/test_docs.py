@@ -261,34 +261,7 @@ def test_python_code_blocks_are_valid_python(page):
         compile(block, f"docs/{page}", "exec")
 
 
-# Public objects whose docstring has no Examples section yet (their modules
-# belong to other parts of the project); remove a name once it has one.
-_EXAMPLES_TODO = {
-    "skdiagatt.baselines.prefix_tuning.PrefixTuningRegressor",
-    "skdiagatt.text.load_encoder",
-    "skdiagatt.text.read_safetensors",
-    "skdiagatt.text.load_vader_lexicon",
-}
-_EXAMPLES_TODO_MODULES = (
-    "skdiagatt.kernels.attention.",
-    "skdiagatt.kernels.diagatt.",
-    "skdiagatt.kernels.features.",
-    "skdiagatt.kernels.ntk_readout.",
-    "skdiagatt.kernels.stdatt.",
-    "skdiagatt.kernels.transformer.",
-)
-
-
-def _examples_params():
-    out = []
-    for name, obj in _PUBLIC:
-        todo = name in _EXAMPLES_TODO or name.startswith(_EXAMPLES_TODO_MODULES)
-        marks = [pytest.mark.xfail(reason="no Examples section yet", strict=False)] if todo else []
-        out.append(pytest.param(name, obj, id=name, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("qualname, obj", _examples_params())
+@pytest.mark.parametrize("qualname, obj", _PUBLIC, ids=[name for name, _ in _PUBLIC])
 def test_public_docstring_has_examples(qualname, obj):
     """numpydoc docstring with an Examples section (run by ``pytest --doctest-modules``)."""
     doc = inspect.getdoc(obj) or ""

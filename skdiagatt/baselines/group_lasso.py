@@ -21,16 +21,22 @@ from . import _group_lasso_solver as solver
 __all__ = ["GroupLassoRegressor", "GroupLassoClassifier"]
 
 
-def _flatten(samples, n_rows, name="X"):
-    """Zero-pad every sample to ``n_rows`` rows and flatten: (n, n_rows * d) float64."""
+def _flatten(samples, n_rows, *, truncate=False, name="X"):
+    """Zero-pad every sample to ``n_rows`` rows and flatten: (n, n_rows * d) float64.
+
+    With ``truncate``, rows past ``n_rows`` are dropped, which is exact at
+    predict time: those positions have no coefficient block, i.e. a zero one.
+    """
     d = samples[0].shape[1]
     out = np.zeros((len(samples), n_rows * d))
     for i, s in enumerate(samples):
         if s.shape[0] > n_rows:
-            raise ValueError(
-                f"{name}[{i}] has {s.shape[0]} rows, more than the {n_rows} rows the "
-                "group lasso was fitted with (samples are zero-padded to a fixed length)"
-            )
+            if not truncate:
+                raise ValueError(
+                    f"{name}[{i}] has {s.shape[0]} rows, more than n_rows={n_rows} "
+                    "(samples are zero-padded to n_rows rows in fit)"
+                )
+            s = s[:n_rows]
         out[i, : s.size] = s.ravel()
     return out
 
@@ -106,7 +112,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
     def _decision(self, X):
         check_is_fitted(self)
         samples = check_ragged(X, n_features=self.n_features_in_, dtype=np.float64)
-        flat = _flatten(samples, self.n_rows_)
+        flat = _flatten(samples, self.n_rows_, truncate=True)
         return solver.decision(flat, self.coef_.reshape(flat.shape[1], -1), self.intercept_)
 
     def attention(self, X):
@@ -119,7 +125,8 @@ class _GroupLassoBase(MatrixSampleEstimator):
         """Rows with a non-zero coefficient block, largest group norm first.
 
         The selection depends on the row position only (the same for every
-        sample), cut to each sample's rows.
+        sample), cut to each sample's rows; rows past ``n_rows_`` have no
+        coefficient and are never selected.
 
         Parameters
         ----------
@@ -155,8 +162,15 @@ _GL_PARAMS_DOC = """
         absolute penalty is ``penalty_ = alpha * alpha_max_`` on
         ``sum_j sqrt(d) ||B_j||`` and the mean loss.
     n_rows : int or None, default=None
-        Rows every sample is zero-padded to; None uses the longest sample of
-        ``fit``.  Longer samples are rejected at predict time.
+        Row positions with a coefficient block (``n_rows_``): every sample is
+        zero-padded to this many rows; None uses the longest sample of
+        ``fit``.  A training sample longer than ``n_rows`` is an error.  At
+        predict time a sample may be longer than ``n_rows_``: a position never
+        seen in training has no coefficient to estimate, so its block is zero
+        and rows past ``n_rows_`` contribute nothing to the prediction (they
+        are never localized either).  Setting ``n_rows`` above the longest
+        training sample changes nothing, since positions that are always
+        padding get zero blocks in the fit as well.
     tol : float, default=1e-6
         Stop when the gradient mapping (zero exactly at the optimum) is below
         ``tol * alpha_max_`` for every group.

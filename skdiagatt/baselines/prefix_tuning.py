@@ -28,6 +28,21 @@ validation_fraction, random_state, verbose, warm_start
     ----------
     params_ : dict of ndarray
         ``P`` (m, d), ``W_out`` (H * d_h, t), ``b`` (t,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt.baselines.prefix_tuning import PrefixTuningRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = [rng.randn(5, 4) for _ in range(40)]   # 40 samples of 5 rows, d = 4
+    >>> y = np.array([x[:, 0].mean() for x in X])
+    >>> est = PrefixTuningRegressor(prefix_length=4, max_iter=3, random_state=0).fit(X, y)
+    >>> est.predict(X[:2]).shape
+    (2,)
+    >>> est.params_["P"].shape, est.params_["W_out"].shape   # (m, d), (H * d_h, t)
+    ((4, 4), (4, 1))
+    >>> bool(est.loss_curve_[-1] < est.loss_curve_[0])
+    True
     """
 
     # Fixed settings of the parent that this baseline does not expose.
@@ -35,6 +50,7 @@ validation_fraction, random_state, verbose, warm_start
     degree = 0
     init = "prefix"
     train_state = True
+    state_scale = 1.0
 
     def __init__(
         self,

@@ -141,6 +141,24 @@ def attention_weights(X, where, W_Q, W_K, P=None, causal=False):
     array, shape (B, H, L, m + L)
         Row-stochastic over visible keys; exactly 0 at padded keys (and at
         every key for padded queries). The first ``m`` columns are the prefix.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels.attention import attention_weights
+    >>> w = attention_weights(X, where, W_Q, W_K, P=P)
+    >>> w.shape                            # (B, H, L, m + L)
+    (2, 2, 3, 8)
+    >>> np.round(np.asarray(w.sum(-1)), 4).tolist()[1]   # padded query: all 0
+    [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]
+    >>> float(jnp.abs(w[1, :, :, -1]).max())             # padded key: no weight
+    0.0
     """
     if P is None:
         P = jnp.zeros((0, X.shape[-1]), X.dtype)
@@ -166,6 +184,25 @@ def key_attention_mass(weights, where):
     array, shape (B, H, L)
         Sums to at most 1 over the rows of each sample (less when a prefix
         takes part of the mass); 0 at padded rows.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels.attention import attention_weights, key_attention_mass
+    >>> mass = key_attention_mass(attention_weights(X, where, W_Q, W_K), where)
+    >>> mass.shape, float(mass[1, 0, 2])
+    ((2, 2, 3), 0.0)
+    >>> np.round(np.asarray(mass.sum(-1)), 4).tolist()  # no prefix: all mass on rows
+    [[1.0, 1.0], [1.0, 1.0]]
+    >>> with_prefix = key_attention_mass(attention_weights(X, where, W_Q, W_K, P=P), where)
+    >>> bool((with_prefix.sum(-1) < 1).all())
+    True
     """
     L = where.shape[-1]
     w = weights[..., -L:]
@@ -196,6 +233,28 @@ def prefix_attention(X, where, P, W_Q, W_K, W_V, causal=False):
     Returns
     -------
     array, shape (B, L, H, d_v)
+
+    Examples
+    --------
+    Attending over the prefix is self-attention over ``[P; X]`` read at the
+    rows of ``X``:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels.attention import plain_attention, prefix_attention
+    >>> out = prefix_attention(X, where, P, W_Q, W_K, W_V)
+    >>> out.shape                          # (B, L, H, d_v)
+    (2, 3, 2, 2)
+    >>> XP = jnp.concatenate([jnp.broadcast_to(P, (2, 5, 4)), X], axis=1)
+    >>> where_P = jnp.concatenate([jnp.ones((2, 5), bool), where], axis=1)
+    >>> ref = plain_attention(XP, where_P, W_Q, W_K, W_V)[:, 5:]
+    >>> bool(np.allclose(out, ref, atol=1e-5)), float(jnp.abs(out[1, 2]).max())
+    (True, 0.0)
     """
     scores, mask, Xz = _dense_prefix(X, where, P, W_Q, W_K, causal)
     w = masked_softmax(scores, mask)
@@ -222,6 +281,27 @@ def plain_attention(X, where, W_Q, W_K, W_V, causal=False):
     Returns
     -------
     array, shape (B, L, H, d_v)
+
+    Examples
+    --------
+    Padding never changes a valid row's output:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels.attention import plain_attention
+    >>> out = plain_attention(X, where, W_Q, W_K, W_V)
+    >>> out.shape
+    (2, 3, 2, 2)
+    >>> alone = plain_attention(X[1:, :2], where[1:, :2], W_Q, W_K, W_V)  # unpadded
+    >>> bool(np.allclose(out[1, :2], alone[0], atol=1e-6))
+    True
+    >>> first = plain_attention(X, where, W_Q, W_K, W_V, causal=True)[:, 0]
+    >>> bool(np.allclose(first, jnp.einsum("bd,hde->bhe", X[:, 0], W_V), atol=1e-6))
+    True
     """
     P = jnp.zeros((0, X.shape[-1]), X.dtype)
     return prefix_attention(X, where, P, W_Q, W_K, W_V, causal=causal)
@@ -267,6 +347,23 @@ def prefix_attention_streaming(
     out : array, shape (B, L, H, d_v)
     lse : array, shape (B, L, H)
         Only if ``return_lse``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels.attention import prefix_attention, prefix_attention_streaming
+    >>> out, lse = prefix_attention_streaming(X, where, P, W_Q, W_K, W_V,
+    ...                                       block_size=2, return_lse=True)
+    >>> out.shape, lse.shape               # 5 prefix rows in 3 blocks
+    ((2, 3, 2, 2), (2, 3, 2))
+    >>> bool(np.allclose(out, prefix_attention(X, where, P, W_Q, W_K, W_V), atol=1e-5))
+    True
     """
     Xz = _zero_padded(X, where)
     Q = _project(Xz, W_Q)
@@ -357,6 +454,31 @@ def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2,
     ``|T| <= max|V| + 1 / tiny`` is finite. When the row max is large the
     prefix factor underflows to 0, which is right: the prefix is then
     negligible against ``exp(row_max)``.
+
+    Examples
+    --------
+    With small scores, degree-4 Taylor features make the compressed prefix
+    almost exact; an empty state is plain attention:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.attention import (
+    ...     ntk_attention, plain_attention, prefix_attention, prefix_to_state)
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)
+    >>> W_Q, W_K, W_V = jnp.asarray(0.2 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)
+    >>> Z, k = prefix_to_state(P, W_K, W_V, degree=4)
+    >>> out = ntk_attention(X, where, Z, k, W_Q, W_K, W_V, degree=4)
+    >>> out.shape
+    (2, 3, 2, 2)
+    >>> exact = prefix_attention(X, where, P, W_Q, W_K, W_V)
+    >>> bool(np.allclose(out, exact, atol=1e-3))
+    True
+    >>> empty = ntk_attention(X, where, jnp.zeros_like(Z), jnp.zeros_like(k), W_Q, W_K, W_V, degree=4)
+    >>> bool(np.allclose(empty, plain_attention(X, where, W_Q, W_K, W_V), atol=1e-6))
+    True
     """
     fmap = _feature_map(feature_map, degree)
     Xz = _zero_padded(X, where)
@@ -418,6 +540,27 @@ def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None
     -------
     Z : array, shape (H, r, d_v)
     k : array, shape (H, r)
+
+    Examples
+    --------
+    ``k`` is the sum of the prefix keys' features, ``Z`` the same sum weighted
+    by their values, whatever the block size:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> from skdiagatt.kernels.features import taylor_features
+    >>> rng = np.random.default_rng(0)
+    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5, d=4
+    >>> W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 3)), jnp.float32)  # H=2
+    >>> Z, k = prefix_to_state(P, W_K, W_V, degree=2, block_size=2)
+    >>> Z.shape, k.shape                   # r = C(3 + 2, 2) = 10
+    ((2, 10, 3), (2, 10))
+    >>> phi = taylor_features(jnp.einsum("md,hde->hme", P, W_K), degree=2)  # (H, m, r)
+    >>> bool(np.allclose(k, phi.sum(1), atol=1e-5))
+    True
+    >>> bool(np.allclose(Z, jnp.einsum("hmr,md,hde->hre", phi, P, W_V), atol=1e-5))
+    True
     """
     fmap = _feature_map(feature_map, degree)
     m = P.shape[0]
@@ -476,6 +619,21 @@ def eq6_error(T, T_ref, score_absmax, where=None):
     Returns
     -------
     scalar array
+
+    Examples
+    --------
+    One sample of two valid rows (the padded third row does not count), a
+    squared error of 1 per entry, scaled by ``1 / ||S||_inf``:
+
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.attention import eq6_error
+    >>> T = jnp.ones((1, 3, 2, 2))         # (B, L, H, d_v)
+    >>> T_ref = jnp.zeros((1, 3, 2, 2)).at[0, 2].set(9.0)
+    >>> where = jnp.array([[True, True, False]])
+    >>> float(eq6_error(T, T_ref, 4.0, where=where))
+    0.25
+    >>> float(eq6_error(T, T, 4.0))
+    0.0
     """
     B, L = T.shape[:2]
     diff = (jnp.asarray(T) - jnp.asarray(T_ref)).reshape(B, L, -1)

@@ -4,6 +4,9 @@ Parameters (a dict pytree):
 
 - ``W`` (R, d, d) query-key matrices, or low-rank ``L`` (R, d, q) with ``W = L L^T``,
   plus ``M`` (R, d, q) for ``W = L M^T``;
+- ``U`` (R, d), optional: linear score terms, for the affine score
+  ``x^T W_r x + u_r^T x`` (the log-likelihood ratio of two Gaussians with
+  different means has this form; the quadratic form alone is even in x);
 - ``log_scale`` (R,): a per-head log inverse temperature;
 - ``V`` (R, d, t) value vectors, ``b`` (t,) intercept;
 - ``log_sigma`` (t,): the noise scale of the latent-row objective (regression).
@@ -21,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from .losses import LOGLIK
-from .scores import diag_scores, diag_scores_and_values, lowrank_scores
+from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
 
 __all__ = [
@@ -40,15 +43,39 @@ def _whitened(params, S):
     # The matrices in use are S W S (or factors S L, S M): W lives in whitened
     # coordinates, where an isotropic penalty and Adam's steps make sense.
     if "W" in params:
-        return {"W": jnp.einsum("ab,rbc,cd->rad", S, params["W"], S)}
-    out = {"L": jnp.einsum("ab,rbq->raq", S, params["L"])}
-    if "M" in params:
-        out["M"] = jnp.einsum("ab,rbq->raq", S, params["M"])
+        out = {"W": jnp.einsum("ab,rbc,cd->rad", S, params["W"], S)}
+    else:
+        out = {"L": jnp.einsum("ab,rbq->raq", S, params["L"])}
+        if "M" in params:
+            out["M"] = jnp.einsum("ab,rbq->raq", S, params["M"])
+    if "U" in params:
+        out["U"] = params["U"] @ S
     return out
 
 
 def query_key(params, S):
-    """Effective query-key matrices ``S W_r S``, shape (R, d, d)."""
+    """Effective query-key matrices ``S W_r S``, shape (R, d, d) (the quadratic part).
+
+    Parameters
+    ----------
+    params : dict
+        ``W`` (R, d, d) or low-rank ``L`` (and ``M``) (R, d, q).
+    S : array, shape (d, d)
+        The symmetric whitener.
+
+    Returns
+    -------
+    array, shape (R, d, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.diagatt import query_key
+    >>> L = np.arange(6, dtype=np.float32).reshape(1, 3, 2)            # rank 2
+    >>> S = 2 * np.eye(3, dtype=np.float32)
+    >>> np.allclose(query_key({"L": L}, S), 4 * L[0] @ L[0].T)
+    True
+    """
     f = _whitened(params, S)
     if "W" in f:
         return f["W"]
@@ -68,7 +95,8 @@ def _effective(params, frozen):
     float32.  The per-head inverse temperature ``s_r = inv_tau exp(log_scale_r)``
     multiplies the (B, R, L) scores: folded into ``W_eff`` it would make its
     gradient (the calibration phase trains ``log_scale`` with W fixed) cost
-    the full ``X^T (g x)`` matmul instead of a sum over the scores.
+    the full ``X^T (g x)`` matmul instead of a sum over the scores.  Linear
+    terms carry c once: ``U_eff = S u_r``, times c unless the factor has it.
 
     Returns
     -------
@@ -84,10 +112,14 @@ def _effective(params, frozen):
     mats = {"V": c * jnp.einsum("ab,rbt->rat", S, params["V"])}
     if "W" in f:
         mats["W"] = c * f["W"]
+        if "U" in f:
+            mats["U"] = f["U"]
         return mats, c * s
     mats["L"] = c * f["L"]
     if "M" in f:
         mats["M"] = c * f["M"]
+    if "U" in f:
+        mats["U"] = c * f["U"]
     return mats, s
 
 
@@ -99,27 +131,120 @@ def _scores_values(params, frozen, X):
 
 
 def head_scores(params, frozen, X):
-    """Diagonal scores ``psi`` of every head, temperature applied, shape (B, R, L)."""
+    """Diagonal scores ``psi`` of every head, temperature applied, shape (B, R, L).
+
+    Parameters
+    ----------
+    params : dict
+    frozen : dict
+        See the module docstring.
+    X : array, shape (B, L, d)
+
+    Returns
+    -------
+    array, shape (B, R, L)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> psi = K.head_scores(params, frozen, X)
+    >>> psi.shape
+    (4, 2, 5)
+    >>> x = np.asarray(X[0, 2]); bool(np.isclose(psi[0, 1, 2], x @ params["W"][1] @ x, rtol=1e-4))
+    True
+    """
     mats, factor = _effective(params, frozen)
     if "W" in mats:
         psi = diag_scores(X, mats["W"])
     else:
         psi = lowrank_scores(X, mats["L"], mats.get("M"))
+    if "U" in mats:
+        psi = psi + linear_scores(X, mats["U"])
     return psi * factor[None, :, None]
 
 
 def head_weights(params, frozen, X, where):
-    """Attention weights ``kappa`` (B, R, L): softmax of the scores over real rows."""
+    """Attention weights ``kappa`` (B, R, L): softmax of the scores over real rows.
+
+    Parameters
+    ----------
+    params, frozen : dict
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+        The real rows.
+
+    Returns
+    -------
+    array, shape (B, R, L)
+        Zero on padded rows; sums to one over each sample's real rows.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> kappa = K.head_weights(params, frozen, X, where)
+    >>> np.allclose(kappa.sum(axis=-1), 1.0), float(kappa[2, :, 1:].max())
+    (True, 0.0)
+    """
     return masked_softmax(head_scores(params, frozen, X), where[:, None, :])
 
 
 def diagatt_forward(params, frozen, X, where):
     """Prediction ``z = b + sum_r <X^T kappa_r, V_r>`` and the weights.
 
+    Parameters
+    ----------
+    params, frozen : dict
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
     Returns
     -------
     z : array, shape (B, t)
     kappa : array, shape (B, R, L)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> z, kappa = K.diagatt_forward(params, frozen, X, where)
+    >>> z.shape, kappa.shape
+    ((4, 1), (4, 2, 5))
+    >>> x = np.asarray(X[1, :3])                   # sample 1: its 3 real rows
+    >>> ref = sum(np.asarray(kappa[1, r, :3]) @ x @ params["V"][r] for r in range(R))
+    >>> np.allclose(z[1], ref, rtol=1e-4, atol=1e-5)
+    True
     """
     psi, rows = _scores_values(params, frozen, X)
     kappa = masked_softmax(psi, where[:, None, :])
@@ -139,9 +264,41 @@ def latent_row_loss(params, frozen, X, where, y, family):
     ``P(row j | X, y)`` minus ``kappa``, a far stronger signal early in
     training than the squared loss of the averaged prediction.
 
+    Parameters
+    ----------
+    params, frozen : dict
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    y : array, shape (B, t)
+    family : {"gaussian", "bernoulli", "categorical"}
+
     Returns
     -------
     array, shape (B,)
+
+    Examples
+    --------
+    With one row per sample there is nothing to pick: the loss is the
+    response's plain negative log-likelihood at that row's read-out.
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
+    >>> one = {**params, "V": params["V"][:1], "W": params["W"][:1], "log_scale": params["log_scale"][:1]}
+    >>> nll = K.latent_row_loss(one, frozen, X[:, :1], where[:, :1], y, "gaussian")
+    >>> z = X[:, 0] @ params["V"][0]
+    >>> np.allclose(nll, 0.5 * (y - z)[:, 0] ** 2, atol=1e-5)   # log_sigma = 0
+    True
     """
     mask = where[:, None, :]
     psi, rows = _scores_values(params, frozen, X)  # (B, R, L), (B, R, L, t)
@@ -159,18 +316,68 @@ def attention_loss(params, frozen, X, where, y, family):
 
     For ``gaussian`` this is half the squared error: ``log_sigma`` is not used.
 
+    Parameters
+    ----------
+    params, frozen : dict
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    y : array, shape (B, t)
+    family : {"gaussian", "bernoulli", "categorical"}
+
     Returns
     -------
     array, shape (B,)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
+    >>> z, _ = K.diagatt_forward(params, frozen, X, where)
+    >>> np.allclose(K.attention_loss(params, frozen, X, where, y, "gaussian"),
+    ...             0.5 * ((y - z) ** 2)[:, 0], atol=1e-5)
+    True
     """
     z, _ = diagatt_forward(params, frozen, X, where)
     return -LOGLIK[family](y, z, jnp.zeros(z.shape[-1], z.dtype))
 
 
 def penalty(params, frozen):
-    """``alpha * ||W||^2 + alpha_value * ||V||^2`` (W or its factors, whitened coordinates)."""
+    """``alpha * (||W||^2 + ||U||^2) + alpha_value * ||V||^2`` (whitened coordinates).
+
+    ``W`` stands for the low-rank factors when those are the parameters.
+
+    Parameters
+    ----------
+    params : dict
+        Only the trained parameters: a frozen ``W`` is not penalized.
+    frozen : dict
+        ``alpha`` and ``alpha_value`` (0 when absent).
+
+    Returns
+    -------
+    scalar
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.diagatt import penalty
+    >>> params = {"W": np.ones((1, 2, 2)), "U": np.ones((1, 2)), "V": np.ones((1, 2, 1))}
+    >>> round(float(penalty(params, {"alpha": 0.5, "alpha_value": 0.1})), 6)   # 0.5 * (4 + 2) + 0.1 * 2
+    3.2
+    """
     pen = 0.0
-    for key in ("W", "L", "M"):
+    for key in ("W", "L", "M", "U"):
         if key in params:
             pen = pen + frozen.get("alpha", 0.0) * jnp.sum(params[key] ** 2)
     if "V" in params:
@@ -199,6 +406,29 @@ def diagatt_loss(params, frozen, batch, config):
     Returns
     -------
     scalar
+
+    Examples
+    --------
+    Filler samples (weight 0) change nothing:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> rng = np.random.RandomState(0)
+    >>> R, d, t = 2, 3, 1
+    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
+    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
+    ...           "log_sigma": np.zeros(t, np.float32)}
+    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
+    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
+    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
+    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
+    >>> batch = {"X": X, "where": where, "y": y, "w": jnp.array([1.0, 1.0, 1.0, 0.0])}
+    >>> full = K.diagatt_loss(params, frozen, batch, ("latent", "gaussian"))
+    >>> first3 = {k: v[:3] for k, v in batch.items()}
+    >>> bool(np.isclose(full, K.diagatt_loss(params, frozen, first3, ("latent", "gaussian")), rtol=1e-5))
+    True
     """
     objective, family = config
     merged = {**frozen, **params}

@@ -52,6 +52,14 @@ def taylor_feature_dim(d, degree):
     -------
     int
         ``C(d + g, g)``.
+
+    Examples
+    --------
+    >>> from skdiagatt.kernels.features import taylor_feature_dim
+    >>> taylor_feature_dim(4, 2)           # 1 + 4 + 10 monomials
+    15
+    >>> taylor_feature_dim(64, 3)          # why degree 3 is costly at d_h = 64
+    47905
     """
     return math.comb(int(d) + int(degree), int(degree))
 
@@ -114,6 +122,24 @@ def taylor_features(x, degree=2, scale=None):
         Features ordered by degree, then lexicographically, with
         ``phi(q) . phi(k) == sum_{j=0}^{g} (scale * q . k)^j / j!``
         up to rounding.
+
+    Examples
+    --------
+    The inner product of the features is the truncated exponential series:
+
+    >>> import math
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import taylor_features
+    >>> q = jnp.array([0.3, -1.2, 0.5, 0.8])
+    >>> k = jnp.array([1.0, 0.4, -0.7, 0.2])
+    >>> phi_q, phi_k = taylor_features(q, degree=3), taylor_features(k, degree=3)
+    >>> phi_q.shape                        # C(4 + 3, 3)
+    (35,)
+    >>> t = float(q @ k) / math.sqrt(4)    # default scale 1 / sqrt(d_h)
+    >>> series = sum(t ** j / math.factorial(j) for j in range(4))
+    >>> bool(np.isclose(float(phi_q @ phi_k), series, rtol=1e-5))
+    True
     """
     d = x.shape[-1]
     if scale is None:
@@ -140,6 +166,20 @@ def elu_features(x):
     -------
     array, shape (..., d_h)
         Strictly positive wherever ``exp`` does not underflow.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import elu_features
+    >>> x = jnp.array([[-3.0, 0.0, 2.0, 5.0]])
+    >>> phi = elu_features(x)
+    >>> phi.shape, bool((phi > 0).all())
+    ((1, 4), True)
+    >>> float(phi[0, 1])                   # elu(0) + 1
+    1.0
+    >>> bool(np.isclose(float(phi[0, 2]), 1 + 2 / 4 ** 0.25))  # identity + 1 for x > 0
+    True
     """
     d = x.shape[-1]
     return jax.nn.elu(x * jnp.asarray(d ** -0.25, x.dtype)) + 1.0
@@ -158,6 +198,12 @@ def feature_dim(name, d, degree=2):
     Returns
     -------
     int
+
+    Examples
+    --------
+    >>> from skdiagatt.kernels.features import feature_dim
+    >>> feature_dim("taylor", 8, degree=2), feature_dim("elu", 8)
+    (45, 8)
     """
     if name == "taylor":
         return taylor_feature_dim(d, degree)
@@ -179,6 +225,20 @@ def feature_map(name, degree=2):
     -------
     callable
         Maps ``(..., d_h)`` to ``(..., feature_dim(name, d_h, degree))``.
+
+    Examples
+    --------
+    Degree 1 gives ``phi(q) . phi(k) = 1 + q . k / sqrt(d_h)``:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import feature_map
+    >>> phi = feature_map("taylor", degree=1)
+    >>> q, k = jnp.array([1.0, 2.0, 0.0, -1.0]), jnp.array([0.5, 0.5, 3.0, 1.0])
+    >>> phi(q).shape
+    (5,)
+    >>> bool(np.isclose(float(phi(q) @ phi(k)), 1 + float(q @ k) / 2))
+    True
     """
     if name == "taylor":
         return functools.partial(taylor_features, degree=int(degree))
@@ -199,6 +259,14 @@ def apply_feature_map(x, name="taylor", degree=2):
     Returns
     -------
     array, shape (..., r)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.features import apply_feature_map
+    >>> x = jnp.ones((2, 3, 4))            # any leading axes, d_h = 4
+    >>> apply_feature_map(x, "taylor", degree=2).shape, apply_feature_map(x, "elu").shape
+    ((2, 3, 15), (2, 3, 4))
     """
     return feature_map(name, degree)(x)
 
@@ -222,6 +290,20 @@ def taylor_remainder_pointwise(t, degree, relative=True):
     Returns
     -------
     array, shape (...)
+
+    Examples
+    --------
+    The bound holds at every point, for the absolute and the relative error:
+
+    >>> import math
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import taylor_remainder_pointwise
+    >>> t = np.linspace(-3.0, 3.0, 13)
+    >>> err = np.abs(np.exp(t) - sum(t ** j / math.factorial(j) for j in range(3)))
+    >>> absolute = np.asarray(taylor_remainder_pointwise(t, 2, relative=False))
+    >>> relative = np.asarray(taylor_remainder_pointwise(t, 2))
+    >>> bool(np.all(err <= absolute * (1 + 1e-6))), bool(np.all(err / np.exp(t) <= relative * (1 + 1e-6)))
+    (True, True)
     """
     t = jnp.asarray(t)
     grow = jnp.maximum(-t, 0.0) if relative else jnp.maximum(t, 0.0)
@@ -246,6 +328,20 @@ def taylor_remainder_bound(t_max, degree):
     Returns
     -------
     float or array
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import taylor_remainder_bound
+    >>> round(taylor_remainder_bound(1.0, 2), 4)   # e / 3!
+    0.453
+    >>> t = np.linspace(-1.0, 1.0, 21)             # the worst error on [-1, 1]
+    >>> err = np.abs(np.exp(t) - (1 + t + t ** 2 / 2))
+    >>> bool(err.max() <= taylor_remainder_bound(1.0, 2))
+    True
+    >>> taylor_remainder_bound([0.5, 1.0], 4).shape
+    (2,)
     """
     t_max = np.abs(np.asarray(t_max, dtype=np.float64))
     out = np.exp(t_max) * t_max ** (degree + 1) / math.factorial(degree + 1)

@@ -31,9 +31,48 @@ def _attend(params, frozen, X, where, config, Z, k, W_V):
 def ntk_readout_forward(params, frozen, X, where, config):
     """Predictions of the NTK-Attention read-out.
 
+    Parameters
+    ----------
+    params : dict
+        Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
+        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+    frozen : dict
+        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
+        ``k`` too when they are not trained.
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    config : tuple
+        ``(feature_map, degree, causal, pooling)``, static.
+
     Returns
     -------
     array, shape (B, t) when pooling, (B, L, t) when ``pooling`` is None
+
+    Examples
+    --------
+    Mean pooling averages the attention outputs of the valid rows before the
+    read-out:
+
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.attention import ntk_attention, prefix_to_state
+    >>> from skdiagatt.kernels.ntk_readout import ntk_readout_forward
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
+    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
+    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
+    >>> config = ("taylor", 2, False, "mean")
+    >>> forward = jax.jit(ntk_readout_forward, static_argnames="config")  # as the estimators do
+    >>> z = forward(params, frozen, X, where, config)
+    >>> z.shape                            # (B, t)
+    (2, 1)
+    >>> T = ntk_attention(X, where, Z, k, W_Q, W_K, W_V)          # (B, L, H, d_v)
+    >>> bool(np.allclose(z[:, 0], T.sum((1, 2, 3)) / where.sum(1), atol=1e-5))
+    True
     """
     pooling = config[3]
     params = {**frozen, **params}  # Z and k may be held fixed (in frozen)
@@ -49,7 +88,53 @@ def ntk_readout_forward(params, frozen, X, where, config):
 
 
 def ntk_readout_loss(params, frozen, batch, config):
-    """Half the mean squared error (per sample, or per valid row) plus the read-out penalty."""
+    """Half the mean squared error (per sample, or per valid row) plus the read-out penalty.
+
+    Parameters
+    ----------
+    params : dict
+        Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
+        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+    frozen : dict
+        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
+        ``k`` too when they are not trained.
+    batch : dict
+        ``X`` (B, L, d), ``where`` (B, L), ``y`` (B, t) -- (B, L, t) when
+        ``pooling`` is None -- and ``w`` (B,) sample weights (zero for filler
+        samples).
+    config : tuple
+        ``(feature_map, degree, causal, pooling)``, static.
+
+    Returns
+    -------
+    scalar
+        ``sum_i w_i ||y_i - z_i||^2 / 2 / sum_i w_i + alpha ||W_out||^2``;
+        with ``pooling`` None, ``||y_i - z_i||^2`` is the mean over the valid
+        rows of sample ``i``.
+
+    Examples
+    --------
+    The penalty is ``alpha * ||W_out||^2 = 0.1 * 4`` on top of the data term:
+
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
+    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
+    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
+    >>> config = ("taylor", 2, False, "mean")
+    >>> from skdiagatt.kernels.ntk_readout import ntk_readout_loss
+    >>> loss = jax.jit(ntk_readout_loss, static_argnames="config")  # as the estimators do
+    >>> batch = {"X": X, "where": where, "y": jnp.ones((2, 1)), "w": jnp.ones(2)}
+    >>> data_term = loss(params, {**frozen, "alpha": 0.0}, batch, config)
+    >>> round(float(loss(params, frozen, batch, config) - data_term), 4)
+    0.4
+    """
     z = ntk_readout_forward(params, frozen, batch["X"], batch["where"], config)
     zero = jnp.zeros(z.shape[-1], z.dtype)
     per = -gaussian_loglik(batch["y"], z, zero)
@@ -68,9 +153,49 @@ def ntk_row_mass(params, frozen, X, where, config):
     proportions of plain attention.  ``s_i`` comes from the same stable kernel
     with the prefix's values set to one and the rows' values to zero.
 
+    Parameters
+    ----------
+    params : dict
+        Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
+        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+    frozen : dict
+        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
+        ``k`` too when they are not trained.
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    config : tuple
+        ``(feature_map, degree, causal, pooling)``, static.
+
     Returns
     -------
     array, shape (B, H, L)
+        Zero at padded rows; sums over the rows to ``1 -`` the (average)
+        prefix share.
+
+    Examples
+    --------
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> from skdiagatt.kernels.ntk_readout import ntk_row_mass
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
+    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
+    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
+    >>> config = ("taylor", 2, False, "mean")
+    >>> row_mass = jax.jit(ntk_row_mass, static_argnames="config")  # as the estimators do
+    >>> mass = row_mass(params, frozen, X, where, config)
+    >>> mass.shape, float(mass[1, 0, 2])   # (B, H, L); padded row
+    ((2, 2, 3), 0.0)
+    >>> bool(((mass.sum(-1) > 0) & (mass.sum(-1) < 1)).all())  # the prefix takes a share
+    True
+    >>> no_prefix = row_mass({**params, "k": jnp.zeros_like(k)}, frozen, X, where, config)
+    >>> np.round(np.asarray(no_prefix.sum(-1)), 4).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
     """
     params = {**frozen, **params}
     if "P" in params:

@@ -1,7 +1,9 @@
 """Diagonal query-key scores ``psi_r = diag(X W_r X^T)``, one per row and head.
 
 Shapes: ``X`` (B, L, d) padded samples; full ``W`` (R, d, d); low-rank factors
-``L`` and ``M`` (R, d, q) with ``W = L L^T`` (symmetric) or ``W = L M^T``.
+``L`` and ``M`` (R, d, q) with ``W = L L^T`` (symmetric) or ``W = L M^T``;
+optional linear terms ``U`` (R, d), which make the score affine,
+``x^T W_r x + u_r^T x``.
 
 How the arithmetic is shaped (measured in ``docs/performance.md``): every
 variant flattens the rows of all samples and contracts the stacked heads in one
@@ -15,7 +17,13 @@ row-wise dot product of ``X W`` with ``X``, which XLA fuses with the matmul.
 
 import jax.numpy as jnp
 
-__all__ = ["project_rows", "diag_scores", "lowrank_scores", "diag_scores_and_values"]
+__all__ = [
+    "project_rows",
+    "diag_scores",
+    "lowrank_scores",
+    "linear_scores",
+    "diag_scores_and_values",
+]
 
 
 def _stack(W):
@@ -140,12 +148,39 @@ def lowrank_scores(X, L, M=None):
     return _heads_first(psi, B, Lr)
 
 
-def diag_scores_and_values(X, V, W=None, L=None, M=None):
-    """Scores ``x^T W_r x`` and value read-outs ``x^T V_r`` of every row and head.
+def linear_scores(X, U):
+    """``u_r^T x_bl`` for every row and head: the linear part of an affine score.
+
+    Parameters
+    ----------
+    X : array, shape (B, L, d)
+    U : array, shape (R, d)
+
+    Returns
+    -------
+    array, shape (B, R, L)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.scores import linear_scores
+    >>> X = jnp.array([[[1.0, 0.0], [1.0, 2.0], [0.0, 3.0]]])    # (1, 3, 2)
+    >>> U = jnp.array([[1.0, 1.0], [0.0, -1.0]])                  # 2 heads
+    >>> np.asarray(linear_scores(X, U)).tolist()
+    [[[1.0, 3.0, 3.0], [0.0, -2.0, -3.0]]]
+    """
+    B, L, d = X.shape
+    return _heads_first(X.reshape(B * L, d) @ U.T, B, L)
+
+
+def diag_scores_and_values(X, V, W=None, L=None, M=None, U=None):
+    """Scores ``x^T W_r x (+ u_r^T x)`` and value read-outs ``x^T V_r`` of every row and head.
 
     The model's whole row-level arithmetic, shaped for speed: one matmul for
     the scores (full ``W`` or the low-rank factors) and one thin matmul for
-    the values, both on the flattened rows, no transposes of row-sized arrays.
+    the values and the linear score terms together, both on the flattened
+    rows, no transposes of row-sized arrays.
 
     Parameters
     ----------
@@ -155,6 +190,8 @@ def diag_scores_and_values(X, V, W=None, L=None, M=None):
         Full query-key matrices; else ``L`` (and ``M``) must be given.
     L, M : array, shape (R, d, q), optional
         Low-rank factors, ``W = L L^T`` or ``L M^T``.
+    U : array, shape (R, d), optional
+        Linear score terms (an affine score).
 
     Returns
     -------
@@ -183,5 +220,11 @@ def diag_scores_and_values(X, V, W=None, L=None, M=None):
         psi = _heads_first(_row_quadratic(X2, W), B, Lr)
     else:
         psi = lowrank_scores(X, L, M)
-    values = (X2 @ _stack(V)).reshape(B * Lr, R, t)
+    if U is None:
+        values = (X2 @ _stack(V)).reshape(B * Lr, R, t)
+    else:
+        # The linear score terms ride along in the values' thin matmul.
+        both = X2 @ jnp.concatenate([_stack(V), U.T], axis=1)
+        values = both[:, : R * t].reshape(B * Lr, R, t)
+        psi = psi + _heads_first(both[:, R * t :], B, Lr)
     return psi, _heads_first(values, B, Lr)

@@ -79,6 +79,25 @@ def stdatt_scores(params, frozen, X, where):
     -------
     array, shape (B, R, L, L)
         Queries along axis 2, keys along axis 3.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_scores
+    >>> psi = stdatt_scores(params, frozen, X, where)
+    >>> psi.shape                          # (B, R, L, L)
+    (2, 2, 3, 3)
+    >>> Q, K = jnp.einsum("ld,rde->rle", X[0], W_Q), jnp.einsum("ld,rde->rle", X[0], W_K)
+    >>> bool(np.allclose(psi[0], jnp.einsum("rie,rje->rij", Q, K) / 2, atol=1e-5))  # S = I
+    True
     """
     Xz = _zeroed(X, where, frozen)
     d, e = params["W_Q"].shape[1], params["W_Q"].shape[2]
@@ -99,6 +118,39 @@ def stdatt_weights(params, frozen, X, where):
 
     Each valid query's weights sum to one over the valid keys and are exactly
     zero at padded keys.  Rows of padded queries are set to zero.
+
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
+    Returns
+    -------
+    array, shape (B, R, L, L)
+        Queries along axis 2, keys along axis 3.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_weights
+    >>> A = stdatt_weights(params, frozen, X, where)
+    >>> np.round(np.asarray(A.sum(-1)), 4).tolist()[1]   # padded query: all 0
+    [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]]
+    >>> float(jnp.abs(A[1, :, :, 2]).max())              # padded key: no weight
+    0.0
     """
     A = masked_softmax(stdatt_scores(params, frozen, X, where), _pair_mask(where))
     return jnp.where(where[:, None, :, None], A, jnp.zeros((), A.dtype))
@@ -107,11 +159,39 @@ def stdatt_weights(params, frozen, X, where):
 def received_attention(params, frozen, X, where):
     """Attention mass each row receives, averaged over the valid queries.
 
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
     Returns
     -------
     array, shape (B, R, L)
         ``m[b, r, j] = mean_i A[b, r, i, j]`` over valid queries i: non-negative,
         sums to one over the valid rows, zero at padded rows.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import received_attention
+    >>> m = received_attention(params, frozen, X, where)
+    >>> m.shape, float(m[1, 0, 2])         # (B, R, L); padded row
+    ((2, 2, 3), 0.0)
+    >>> np.round(np.asarray(m.sum(-1)), 4).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
     """
     A = stdatt_weights(params, frozen, X, where)
     n_valid = jnp.maximum(jnp.sum(where, axis=-1), 1).astype(A.dtype)
@@ -121,10 +201,39 @@ def received_attention(params, frozen, X, where):
 def log_received_attention(params, frozen, X, where):
     """``log m`` of :func:`received_attention`, computed stably in log space.
 
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
     Returns
     -------
     array, shape (B, R, L)
         ``-inf`` at padded rows.
+
+    Examples
+    --------
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import log_received_attention, received_attention
+    >>> log_m = jax.jit(log_received_attention)(params, frozen, X, where)  # one compilation, not one per operation
+    >>> bool(np.allclose(jnp.exp(log_m), received_attention(params, frozen, X, where), atol=1e-6))
+    True
+    >>> log_m[1, :, 2].tolist()            # padded row
+    [-inf, -inf]
     """
     logA = masked_log_softmax(stdatt_scores(params, frozen, X, where), _pair_mask(where))
     # Padded keys get a finite stand-in before the sum over queries: a column
@@ -150,11 +259,40 @@ def stdatt_forward(params, frozen, X, where):
 
     ``z = b + sum_r mean_i (A_r X S V_r)[i] = b + sum_r <X^T m_r, S V_r>``.
 
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
     Returns
     -------
     z : array, shape (B, t)
     m : array, shape (B, R, L)
         Attention mass received per row (see :func:`received_attention`).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_forward
+    >>> z, m = stdatt_forward(params, frozen, X, where)
+    >>> z.shape, m.shape
+    ((2, 1), (2, 2, 3))
+    >>> ref = jnp.einsum("brl,bld,rdt->bt", m, X, V)          # sum_r <X^T m_r, V_r>, S = I
+    >>> bool(np.allclose(z, ref, atol=1e-5))
+    True
     """
     m = received_attention(params, frozen, X, where)
     head_out = jnp.einsum("brl,brlt->brt", m, _row_values(params, frozen, X, where))
@@ -166,9 +304,38 @@ def stdatt_attention_loss(params, frozen, X, where, y, family):
 
     For ``gaussian`` this is half the squared error.
 
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    y : array, shape (B, t)
+    family : {"gaussian", "bernoulli", "categorical"}
+
     Returns
     -------
     array, shape (B,)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_attention_loss, stdatt_forward
+    >>> z, _ = stdatt_forward(params, frozen, X, where)
+    >>> loss = stdatt_attention_loss(params, frozen, X, where, z + 2.0, "gaussian")
+    >>> np.round(np.asarray(loss), 4).tolist()   # 2^2 / 2
+    [2.0, 2.0]
     """
     z, _ = stdatt_forward(params, frozen, X, where)
     return -LOGLIK[family](y, z, jnp.zeros(z.shape[-1], z.dtype))
@@ -181,9 +348,45 @@ def stdatt_latent_loss(params, frozen, X, where, y, family):
     picks one row ``j ~ m_r`` and the response follows ``family`` with predictor
     ``b + x_j S V_r + sum_{l != r} <X^T m_l, S V_l>``.
 
+    Parameters
+    ----------
+    params : dict
+        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
+        the latent objective, ``log_sigma`` (t,).
+    frozen : dict
+        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+    y : array, shape (B, t)
+    family : {"gaussian", "bernoulli", "categorical"}
+
     Returns
     -------
     array, shape (B,)
+
+    Examples
+    --------
+    When all rows of a sample are equal, which row is picked does not matter
+    and the latent objective is the usual one:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_attention_loss, stdatt_latent_loss
+    >>> X_same = jnp.broadcast_to(X[:, :1], X.shape)
+    >>> y = jnp.array([[1.0], [-1.0]])
+    >>> latent = stdatt_latent_loss(params, frozen, X_same, where, y, "gaussian")
+    >>> latent.shape
+    (2,)
+    >>> usual = stdatt_attention_loss(params, frozen, X_same, where, y, "gaussian")
+    >>> bool(np.allclose(latent, usual, atol=1e-5))
+    True
     """
     mask = where[:, None, :]
     log_m = log_received_attention(params, frozen, X, where)  # (B, R, L)
@@ -197,7 +400,30 @@ def stdatt_latent_loss(params, frozen, X, where, y, family):
 
 
 def stdatt_penalty(params, frozen):
-    """``alpha * (||W_Q||^2 + ||W_K||^2) + alpha_value * ||V||^2``."""
+    """``alpha * (||W_Q||^2 + ||W_K||^2) + alpha_value * ||V||^2``.
+
+    Parameters
+    ----------
+    params : dict
+        Any of ``W_Q``, ``W_K`` (R, d, d_h) and ``V`` (R, d, t); absent
+        ones (held in ``frozen`` during a phase) are not penalised.
+    frozen : dict
+        ``alpha`` and ``alpha_value``, each 0 when absent.
+
+    Returns
+    -------
+    scalar
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.stdatt import stdatt_penalty
+    >>> params = {"W_Q": jnp.ones((1, 2, 2)), "W_K": jnp.ones((1, 2, 2)), "V": jnp.ones((1, 2, 1))}
+    >>> round(float(stdatt_penalty(params, {"alpha": 0.1, "alpha_value": 0.5})), 4)  # 0.1 * 8 + 0.5 * 2
+    1.8
+    >>> round(float(stdatt_penalty({"V": params["V"]}, {"alpha": 0.1, "alpha_value": 0.5})), 4)
+    1.0
+    """
     pen = 0.0
     for key in ("W_Q", "W_K"):
         if key in params:
@@ -228,6 +454,27 @@ def stdatt_loss(params, frozen, batch, config):
     Returns
     -------
     scalar
+
+    Examples
+    --------
+    A filler sample (weight 0) does not count:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
+    >>> where = jnp.array([[True, True, True], [True, True, False]])
+    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
+    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
+    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
+    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels.stdatt import stdatt_forward, stdatt_loss, stdatt_penalty
+    >>> z, _ = stdatt_forward(params, frozen, X, where)
+    >>> y = z + jnp.array([[2.0], [100.0]])
+    >>> batch = {"X": X, "where": where, "y": y, "w": jnp.array([1.0, 0.0])}
+    >>> loss = stdatt_loss(params, frozen, batch, ("attention", "gaussian"))
+    >>> bool(np.isclose(loss, 2.0 + stdatt_penalty(params, frozen), atol=1e-5))
+    True
     """
     objective, family = config
     merged = {**frozen, **params}

@@ -21,7 +21,33 @@ __all__ = ["encoder_forward", "init_encoder_params", "layer_norm"]
 
 
 def layer_norm(x, gamma, beta, eps):
-    """Layer normalisation over the last axis (biased variance, as in BERT)."""
+    """Layer normalisation over the last axis (biased variance, as in BERT).
+
+    Parameters
+    ----------
+    x : array, shape (..., D)
+    gamma, beta : array, shape (D,)
+        Scale and shift applied after normalising.
+    eps : float
+        Added to the variance.
+
+    Returns
+    -------
+    array, shape (..., D)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.transformer import layer_norm
+    >>> x = jnp.array([[1.0, 2.0, 3.0, 6.0], [10.0, 10.0, 10.0, 14.0]])
+    >>> out = layer_norm(x, jnp.ones(4), jnp.zeros(4), 1e-12)
+    >>> np.round(np.asarray(out.mean(-1)), 4).tolist(), np.round(np.asarray(out.var(-1)), 4).tolist()
+    ([0.0, 0.0], [1.0, 1.0])
+    >>> shifted = layer_norm(x, 2 * jnp.ones(4), jnp.ones(4), 1e-12)
+    >>> bool(np.allclose(shifted, 2 * out + 1, atol=1e-5))
+    True
+    """
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(var + eps) * gamma + beta
@@ -76,6 +102,25 @@ def encoder_forward(params, ids, where, *, n_heads, eps=1e-12, type_ids=None):
     Returns
     -------
     array of shape (B, L, D)
+
+    Examples
+    --------
+    A sample's valid outputs do not depend on its padding:
+
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
+    >>> params = init_encoder_params(vocab_size=20, hidden=8, n_layers=1, intermediate=16)
+    >>> forward = jax.jit(encoder_forward, static_argnames="n_heads")
+    >>> ids = jnp.array([[2, 7, 5, 3], [2, 9, 3, 0]])     # the second sample is padded
+    >>> where = ids != 0
+    >>> h = forward(params, ids, where, n_heads=2)
+    >>> h.shape
+    (2, 4, 8)
+    >>> alone = forward(params, ids[1:, :3], where[1:, :3], n_heads=2)
+    >>> bool(np.allclose(h[1, :3], alone[0], atol=1e-5))
+    True
     """
     emb = params["embeddings"]
     L = ids.shape[1]
@@ -97,9 +142,38 @@ def init_encoder_params(
 ):
     """Random parameters in the layout of :func:`encoder_forward` (tests, toy models).
 
+    Dense weights are ``N(0, 1 / n_in)``, layer-norm scales near 1, biases
+    and shifts near 0, all float32.
+
+    Parameters
+    ----------
+    vocab_size : int
+        V, rows of the word embedding table.
+    hidden : int
+        D, the hidden size.
+    n_layers : int
+    intermediate : int
+        Width of the feed-forward layer.
+    max_positions : int, default=64
+        Rows of the position embedding table (the longest input).
+    n_types : int, default=2
+        Rows of the token-type embedding table.
+    seed : int, default=0
+
+    Returns
+    -------
+    dict
+        ``embeddings`` and ``layers`` as described in :func:`encoder_forward`;
+        each dense layer's ``weight`` has shape (out, in).
+
+    Examples
+    --------
+    >>> from skdiagatt.kernels.transformer import init_encoder_params
     >>> p = init_encoder_params(50, 8, 2, 16)
     >>> p["embeddings"]["word"].shape, len(p["layers"])
     ((50, 8), 2)
+    >>> p["layers"][0]["intermediate"]["weight"].shape   # (out, in)
+    (16, 8)
     """
     rng = np.random.default_rng(seed)
 

@@ -13,7 +13,7 @@ from skdiagatt.kernels.diagatt import (
     query_key,
 )
 from skdiagatt.kernels.losses import bernoulli_loglik, categorical_loglik, gaussian_loglik
-from skdiagatt.kernels.scores import diag_scores, lowrank_scores
+from skdiagatt.kernels.scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from tests.conftest import numpy_diagatt
 
 RNG = np.random.RandomState(0)
@@ -39,7 +39,23 @@ def test_diag_scores_full_and_low_rank():
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def _params(R=2, t=1, d=4, low_rank=False):
+def test_affine_scores_add_the_linear_term_in_the_values_matmul():
+    X = RNG.randn(2, 5, 4).astype(np.float32)
+    W = RNG.randn(3, 4, 4).astype(np.float32)
+    V = RNG.randn(3, 4, 2).astype(np.float32)
+    U = RNG.randn(3, 4).astype(np.float32)
+    ref = np.einsum("nla,rac,nlc->nrl", X.astype(float), W.astype(float), X.astype(float))
+    ref = ref + np.einsum("nla,ra->nrl", X.astype(float), U.astype(float))
+    Xj = jnp.asarray(X)
+    np.testing.assert_allclose(diag_scores(Xj, jnp.asarray(W)) + linear_scores(Xj, jnp.asarray(U)),
+                               ref, rtol=1e-4, atol=1e-4)
+    psi, values = diag_scores_and_values(Xj, jnp.asarray(V), W=jnp.asarray(W), U=jnp.asarray(U))
+    np.testing.assert_allclose(psi, ref, rtol=1e-4, atol=1e-4)
+    _, plain = diag_scores_and_values(Xj, jnp.asarray(V), W=jnp.asarray(W))
+    np.testing.assert_array_equal(values, plain)
+
+
+def _params(R=2, t=1, d=4, low_rank=False, affine=False):
     p = {
         "log_scale": RNG.randn(R).astype(np.float32) * 0.1,
         "V": RNG.randn(R, d, t).astype(np.float32),
@@ -50,6 +66,8 @@ def _params(R=2, t=1, d=4, low_rank=False):
         p["L"] = RNG.randn(R, d, 2).astype(np.float32) * 0.5
     else:
         p["W"] = RNG.randn(R, d, d).astype(np.float32) * 0.3
+    if affine:
+        p["U"] = RNG.randn(R, d).astype(np.float32)
     S = RNG.randn(d, d).astype(np.float32) * 0.2 + np.eye(d, dtype=np.float32)
     S = (S + S.T) / 2
     frozen = {"S": S, "inv_tau": np.float32(0.5), "x_scale": np.float32(0.7)}
@@ -61,14 +79,17 @@ def _effective(p, frozen):
     c = float(frozen["x_scale"])
     Q = Q * (c * c * frozen["inv_tau"] * np.exp(p["log_scale"]))[:, None, None]
     V = c * np.einsum("ab,rbt->rat", frozen["S"], p["V"]).astype(np.float64)
-    return Q, V
+    lin = None
+    if "U" in p:
+        lin = (c * frozen["inv_tau"] * np.exp(p["log_scale"]))[:, None] * (p["U"] @ frozen["S"])
+    return Q, V, lin
 
 
-@pytest.mark.parametrize("low_rank", [False, True])
-def test_forward_matches_numpy_loop(low_rank):
-    p, frozen = _params(low_rank=low_rank)
-    Q, V = _effective(p, frozen)
-    ref_z, ref_k = numpy_diagatt(SAMPLES, Q, V, p["b"].astype(float))
+@pytest.mark.parametrize("low_rank, affine", [(False, False), (True, False), (False, True), (True, True)])
+def test_forward_matches_numpy_loop(low_rank, affine):
+    p, frozen = _params(low_rank=low_rank, affine=affine)
+    Q, V, lin = _effective(p, frozen)
+    ref_z, ref_k = numpy_diagatt(SAMPLES, Q, V, p["b"].astype(float), lin)
     for bucket in _padded().buckets:
         z, k = diagatt_forward(p, frozen, jnp.asarray(bucket.X), jnp.asarray(bucket.where))
         for j, i in enumerate(bucket.index):
@@ -101,7 +122,7 @@ def _ref_latent(Xi, yi, Q, V, b, log_sigma, family):
 @pytest.mark.parametrize("family, t", [("gaussian", 2), ("bernoulli", 1), ("categorical", 3)])
 def test_latent_row_loss_matches_numpy_loop(family, t):
     p, frozen = _params(t=t)
-    Q, V = _effective(p, frozen)
+    Q, V, _ = _effective(p, frozen)
     n = len(SAMPLES)
     if family == "gaussian":
         Y = RNG.randn(n, t).astype(np.float32)
@@ -120,7 +141,7 @@ def test_latent_row_loss_matches_numpy_loop(family, t):
 
 def test_attention_loss_is_half_squared_error():
     p, frozen = _params(t=1)
-    Q, V = _effective(p, frozen)
+    Q, V, _ = _effective(p, frozen)
     ref_z, _ = numpy_diagatt(SAMPLES, Q, V, p["b"].astype(float))
     Y = RNG.randn(len(SAMPLES), 1).astype(np.float32)
     for bucket in _padded().buckets:
