@@ -41,7 +41,7 @@ from skdiagatt import DiagAttRegressor
 from skdiagatt import _training
 from skdiagatt._ragged import bucket_length, check_ragged, make_buckets
 from skdiagatt.datasets import make_individualized_regression
-from skdiagatt.diagatt import _preconditioner
+from skdiagatt._whitening import preconditioner
 from skdiagatt.kernels.attention import ntk_attention, prefix_attention_streaming, prefix_to_state
 from skdiagatt.kernels.diagatt import diagatt_loss
 from skdiagatt.kernels.features import _taylor_tables, taylor_feature_dim
@@ -321,7 +321,7 @@ def section_diagatt_step(report, peaks, rounds):
     Y = ((y - y.mean()) / y.std()).astype(np.float32)[:, None]
     est = DiagAttRegressor(random_state=0)
     rng = np.random.RandomState(0)
-    c, S = _preconditioner(samples, True)
+    c, S = preconditioner(samples, True)
     params = est._init_params(d, 1, rng)
     # A trained-looking W (not 0): scores of order one, softmax not uniform.
     params["W"] = (0.05 * rng.standard_normal((1, d, d))).astype(np.float32)
@@ -765,7 +765,7 @@ def write(report, args, path):
     w("")
     w("## 3. DiagAtt fit and predict")
     w("")
-    w(f"| | |")
+    w("| | |")
     w("|---|---|")
     w(f"| first `DiagAttRegressor().fit` on n = 9000 ({fit['epochs'][0]} + {fit['epochs'][1]} epochs) | "
       f"{fit['fit1']:.1f} s, of which {fit['compiles1']} compilations took {fit['compile_s1']:.1f} s |")
@@ -813,7 +813,7 @@ def write(report, args, path):
     w("")
     w("## 5. Scaling of the time per epoch")
     w("")
-    w(f"![scaling](performance.png)")
+    w("![scaling](performance.png)")
     w("")
     w("Seconds per epoch of the compiled training loop (latent-row objective, batch 256, one head), "
       "after a warm-up epoch; memory = bytes XLA plans for one step of the largest bucket "

@@ -134,9 +134,12 @@ def quality(args):
 
 
 ABLATIONS = [
-    ("paper objective (squared loss of the attention prediction), no whitening, no penalty",
-     dict(objective="attention", whiten=False, alpha=0.0)),
-    ("paper objective, whitened, no penalty", dict(objective="attention", alpha=0.0)),
+    ("the paper's model and objective (quadratic score, squared loss of the attention "
+     "prediction), no whitening, no penalty",
+     dict(score_form="quadratic", objective="attention", whiten=False, alpha=0.0)),
+    ("the paper's model and objective, whitened, no penalty",
+     dict(score_form="quadratic", objective="attention", alpha=0.0)),
+    ("affine score, paper objective, whitened, no penalty", dict(objective="attention", alpha=0.0)),
     ("latent-row objective, no whitening, no penalty, no calibration",
      dict(whiten=False, alpha=0.0, calibration_iter=0)),
     ("latent-row, whitened, no penalty, no calibration", dict(alpha=0.0, calibration_iter=0)),
@@ -146,6 +149,7 @@ ABLATIONS = [
     ("latent-row, whitened, alpha=3e-3, calibrated (the defaults)", dict()),
     ("defaults, 40 epochs", dict(max_iter=40)),
     ("defaults, rank 10 (W = L L^T)", dict(rank=10)),
+    ("defaults, quadratic score (the paper's, no linear term)", dict(score_form="quadratic")),
 ]
 
 

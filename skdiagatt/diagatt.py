@@ -16,66 +16,14 @@ from ._base import (
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged, make_buckets, unpad
 from ._training import device_buckets, fit_loop, map_buckets
+from ._two_phase import TwoPhaseTraining
+from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import diagatt_forward, diagatt_loss, head_weights, query_key
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
 
 _forward = jax.jit(diagatt_forward)
 _weights = jax.jit(head_weights)
-
-
-def _second_moment(samples):
-    """``sum_i X_i^T X_i`` in float64 and the total row count.
-
-    The sum runs with BLAS on one thread: for these small products that is as
-    fast, and it does not collapse when other processes load the machine
-    (multithreaded OpenBLAS then spins on its barriers; measured 10-50x
-    slower, 60 s instead of 0.5 s for 9000 samples of 100 x 70).  The order of
-    the sum is unchanged, so the result is bit-identical.
-    """
-    from threadpoolctl import threadpool_limits
-
-    d = samples[0].shape[1]
-    M = np.zeros((d, d))
-    rows = 0
-    with threadpool_limits(limits=1, user_api="blas"):
-        for s in samples:
-            s = s.astype(np.float64)
-            M += s.T @ s
-            rows += s.shape[0]
-    return M, rows
-
-
-def _preconditioner(samples, whiten):
-    """Row scale ``c`` and whitener ``S`` of the training rows.
-
-    ``c = 1 / sqrt(mean ||x||^2 / d)`` brings the rows to unit root-mean-square,
-    so float32 scores stay in range for inputs of any magnitude.  With
-    ``whiten``, ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the
-    scaled rows (uncentred, because the scores ``x^T W x`` are not translation
-    invariant), eigenvalues floored at 1e-6 of the largest so constant or
-    duplicated features do not blow up; else the identity.
-
-    Returns
-    -------
-    c : float
-    S : ndarray of shape (d, d), float32
-    """
-    M, rows = _second_moment(samples)
-    return _preconditioner_from_moment(M, rows, whiten)
-
-
-def _preconditioner_from_moment(M, rows, whiten):
-    """:func:`_preconditioner` from ``sum_i X_i^T X_i`` (float64) and the row count."""
-    d = M.shape[0]
-    M = M / rows
-    rms = np.sqrt(np.trace(M) / d)
-    c = 1.0 / rms if rms > 0 else 1.0
-    if not whiten:
-        return np.float32(c), np.eye(d, dtype=np.float32)
-    ev, U = np.linalg.eigh(M * c * c)
-    ev = np.maximum(ev, max(ev.max(), 1e-30) * 1e-6)
-    return np.float32(c), ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
 
 
 def _concatenate_targets(parts):
@@ -85,8 +33,15 @@ def _concatenate_targets(parts):
     return np.concatenate([np.asarray(p) for p in parts])
 
 
-class _DiagAttBase(MatrixSampleEstimator):
+class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
+
+    _loss_fn = staticmethod(diagatt_loss)
+    # The inverse temperature stays out of the main phase: trained alongside W
+    # it would undo the penalty (W shrinks, the scale grows).  Calibration then
+    # fits it with v and b, W (and U) fixed.
+    _held = ("log_scale",)
+    _calibrated = ("log_scale", "V", "b")
 
     def __init__(
         self,
@@ -95,7 +50,7 @@ class _DiagAttBase(MatrixSampleEstimator):
         temperature=None,
         rank=None,
         symmetric=True,
-        score_form="quadratic",
+        score_form="affine",
         alpha=3e-3,
         alpha_value=0.0,
         objective="latent",
@@ -177,18 +132,6 @@ class _DiagAttBase(MatrixSampleEstimator):
             params["U"] = np.zeros((R, d), np.float32)
         return params
 
-    def _previous_params(self, d, t):
-        """A copy of ``params_`` to continue from, checked against the current settings."""
-        expected = self._init_params(d, t, np.random.RandomState(0))
-        got = {k: np.shape(v) for k, v in self.params_.items()}
-        if got != {k: v.shape for k, v in expected.items()}:
-            raise ValueError(
-                "warm_start / partial_fit continue the previous fit, whose parameters "
-                f"{sorted(got)} do not fit the current n_heads, rank, symmetric and score_form "
-                f"settings ({sorted(expected)}); refit with warm_start=False"
-            )
-        return {k: np.array(v, copy=True) for k, v in self.params_.items()}
-
     def _frozen(self, c, S, d):
         tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
         return {
@@ -199,100 +142,9 @@ class _DiagAttBase(MatrixSampleEstimator):
             "alpha_value": np.float32(self.alpha_value),
         }
 
-    def _fit(self, X, y):
-        """Validate, train both phases, then set the fitted attributes at once."""
-        self._check_params()
-        samples = check_ragged(X)
-        n, d = len(samples), samples[0].shape[1]
-        warm = self._check_warm(d)
-        Y, meta, family = self._encode_targets(y, n, warm)  # Y: (n, t) float32
-        rng = check_random_state(self.random_state)
-
-        train_samples, loop = self._training_data(samples, Y, rng)
-
-        if warm:
-            c, S = self.input_scale_, self.preconditioner_
-            params = self._previous_params(d, Y.shape[1])
-        else:
-            c, S = _preconditioner(train_samples, self.whiten)
-            params = self._init_params(d, Y.shape[1], rng)
-        return self._train(params, c, S, d, family, meta, loop)
-
-    def _check_warm(self, d):
-        warm = self.warm_start and hasattr(self, "params_")
-        if warm and d != self.n_features_in_:
-            raise ValueError(
-                f"X has {d} features but the warm-started model was fitted with "
-                f"{self.n_features_in_}"
-            )
-        return warm
-
-    def _train(self, params, c, S, d, family, meta, loop, total_steps=None):
-        """Both training phases, then the fitted attributes at once.
-
-        ``loop`` holds the keyword arguments of ``fit_loop`` shared by the
-        phases; ``total_steps(epochs)`` gives a phase's schedule length when the
-        data are a chunk stream.
-        """
-        frozen = self._frozen(c, S, d)
-        steps = {} if total_steps is None else {"total_steps": total_steps(self.max_iter)}
-        # The inverse temperature stays out of the main phase: trained
-        # alongside W it would undo the penalty (W shrinks, the scale grows).
-        frozen["log_scale"] = params.pop("log_scale")
-        params, first = fit_loop(
-            diagatt_loss,
-            (self.objective, family),
-            params,
-            frozen,
-            max_iter=self.max_iter,
-            learning_rate=self.learning_rate,
-            label=f"{type(self).__name__} {self.objective}",
-            **steps,
-            **loop,
-        )
-        curves = [first]
-        if self.objective == "latent" and self.calibration_iter > 0:
-            # The latent-row objective localizes; the attention prediction is
-            # then calibrated on its own loss: per-head inverse temperature,
-            # value vectors and intercept, with the query-key matrices fixed.
-            params["log_scale"] = frozen.pop("log_scale")
-            trained = ("log_scale", "V", "b")
-            fixed = {k: v for k, v in params.items() if k not in trained}
-            if total_steps is not None:
-                steps = {"total_steps": total_steps(self.calibration_iter)}
-            params2, second = fit_loop(
-                diagatt_loss,
-                ("attention", family),
-                {k: params[k] for k in trained},
-                {**frozen, **fixed},
-                max_iter=self.calibration_iter,
-                learning_rate=self.learning_rate,
-                label=f"{type(self).__name__} calibration",
-                **steps,
-                **loop,
-            )
-            params = {**params, **params2}
-            curves.append(second)
-        else:
-            params["log_scale"] = frozen.pop("log_scale")
-
-        self.params_ = params
-        self.input_scale_ = c
-        self.preconditioner_ = S
-        self.n_features_in_ = d
-        self.n_iter_ = sum(c.n_iter for c in curves)
-        self.loss_curve_ = [v for c in curves for v in c.loss_curve]
-        self.validation_scores_ = (
-            [v for c in curves for v in c.validation_curve] if self.early_stopping else None
-        )
-        self._set_target_meta(meta)
-        # A full fit starts any later partial_fit with a fresh optimizer.
-        self.__dict__.pop("_partial_state", None)
-        return self
-
     # ------------------------------------------------------ beyond memory
     def _accumulate_chunk(self, samples, scan):
-        M, rows = _second_moment(samples)
+        M, rows = second_moment(samples)
         scan["M"] = scan.get("M", 0.0) + M
         scan["rows"] = scan.get("rows", 0) + rows
 
@@ -355,7 +207,7 @@ class _DiagAttBase(MatrixSampleEstimator):
             c, S = self.input_scale_, self.preconditioner_
             params = self._previous_params(d, Y.shape[1])
         else:
-            c, S = _preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
+            c, S = preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
             params = self._init_params(d, Y.shape[1], rng)
         batch_size = self._auto_batch_size(n)
         per_epoch = self._chunk_steps(scan, batch_size)
@@ -420,7 +272,7 @@ class _DiagAttBase(MatrixSampleEstimator):
             state = {"rng": check_random_state(self.random_state), "opt_state": None}
         rng = state["rng"]
         if first:
-            c, S = _preconditioner(samples, self.whiten)
+            c, S = preconditioner(samples, self.whiten)
             params = self._init_params(d, Y.shape[1], rng)
         else:
             c, S = self.input_scale_, self.preconditioner_
@@ -521,12 +373,13 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``L_r M_r^T`` with ``symmetric=False``), rank q.
     symmetric : bool, default=True
         Low-rank form, used when ``rank`` is set.
-    score_form : {"quadratic", "affine"}, default="quadratic"
-        "quadratic": the paper's score ``x^T W_r x``.  "affine" adds a
-        linear term, ``x^T W_r x + u_r^T x``: the log-likelihood ratio of two
-        Gaussian row distributions with different means has this form, and
-        a quadratic form alone cannot tell ``x`` from ``-x`` (rows drawn
-        around ``+m`` and ``-m`` score alike).
+    score_form : {"affine", "quadratic"}, default="affine"
+        "affine": ``x^T W_r x + u_r^T x``; "quadratic": the paper's score
+        ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
+        distributions has the affine form, and a quadratic form alone cannot
+        tell ``x`` from ``-x`` (rows drawn around ``+m`` and ``-m`` score
+        alike); where the linear term is not needed it costs d parameters per
+        head and measured nothing (``docs/diagatt_training.md``).
     alpha : float, default=3e-3
         L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
         coordinates.

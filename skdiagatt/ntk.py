@@ -29,6 +29,17 @@ _row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
 _PROJECTIONS = ("W_Q", "W_K", "W_V")
 
 
+def _state_scaled_loss(params, frozen, batch, config):
+    """``ntk_readout_loss`` with ``Z`` and ``k`` stored divided by ``frozen["state_scale"]``.
+
+    Adam moves every parameter by about ``learning_rate`` per step whatever its
+    size, so the scale the state is stored in sets how fast it can change
+    relative to its size (see ``state_scale`` in :class:`NTKPrefixRegressor`).
+    """
+    s = frozen["state_scale"]
+    return ntk_readout_loss({**params, "Z": params["Z"] * s, "k": params["k"] * s}, frozen, batch, config)
+
+
 class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
     """Attention with an infinitely long trainable prefix, compressed into ``Z`` and ``k``.
 
@@ -71,6 +82,25 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
     train_state : bool, default=True
         Train ``Z`` and ``k``; False keeps them at their initial value and
         trains the read-out alone (with ``init="zeros"``: frozen plain attention).
+    state_scale : "auto" or float, default="auto"
+        Unit in which ``Z`` and ``k`` are trained: the optimiser sees
+        ``Z / state_scale`` and ``k / state_scale``, so each Adam step changes
+        them by about ``learning_rate * state_scale``.  ``"auto"`` uses
+        ``sqrt(prefix_length)`` with ``init="prefix"`` and 1 with
+        ``init="zeros"``; 1.0 trains them in raw units.
+        Why: Eq. 4 sums m = ``prefix_length`` rows, so the initial state has
+        entries of size ~m (``k[0] == m`` exactly for ``"taylor"``; entries
+        that are sums of m mean-zero terms are ~sqrt(m)), while Adam moves each
+        entry by about ``learning_rate`` per step whatever its size.  In raw
+        units a state built from m = 1024 rows changes by well under 1% in a
+        whole fit: it stays the random prefix, which holds almost all the
+        attention mass, and the model ends up worse than frozen attention.
+        A unit of m makes the many ~sqrt(m) entries jump and training noisy;
+        sqrt(m) sits between, and was the most reliable of the three on the
+        data of ``benchmarks/ntk_learning.py`` (evidence in
+        ``docs/ntk_learning.md``).  A heuristic, not a derived optimum: if a
+        long random prefix still learns slowly, try a larger value or
+        ``init="zeros"``.
     alpha : float, default=1e-4
         L2 penalty on the read-out.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
@@ -110,6 +140,7 @@ validation_fraction, random_state, verbose, warm_start
         pooling="mean",
         causal=False,
         train_state=True,
+        state_scale="auto",
         alpha=1e-4,
         max_iter=50,
         learning_rate=0.01,
@@ -132,6 +163,7 @@ validation_fraction, random_state, verbose, warm_start
         self.pooling = pooling
         self.causal = causal
         self.train_state = train_state
+        self.state_scale = state_scale
         self.alpha = alpha
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -157,8 +189,16 @@ validation_fraction, random_state, verbose, warm_start
             raise ValueError(f"init must be 'prefix' or 'zeros', got {self.init!r}")
         if self.pooling not in ("mean", "first", None):
             raise ValueError(f"pooling must be 'mean', 'first' or None, got {self.pooling!r}")
+        if not (isinstance(self.state_scale, str) and self.state_scale == "auto"):
+            _check_positive_float(self.state_scale, "state_scale")
         _check_positive_float(self.alpha, "alpha", allow_zero=True)
         self._check_training_params()
+
+    def _state_unit(self):
+        """The value ``state_scale`` stands for (see the class docstring)."""
+        if isinstance(self.state_scale, str):
+            return math.sqrt(self.prefix_length) if self.init == "prefix" else 1.0
+        return float(self.state_scale)
 
     def _projections(self, d, rng):
         """The frozen (H, d, d_h) projections, validated or drawn."""
@@ -250,38 +290,35 @@ validation_fraction, random_state, verbose, warm_start
         else:
             params = self._init_params(frozen, meta[1].shape[0], rng)
         fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
-        params, result = fit_loop(
-            ntk_readout_loss,
-            self._config(),
-            params,
-            {**frozen, **fixed, "alpha": np.float32(self.alpha)},
-            max_iter=self.max_iter,
-            learning_rate=self.learning_rate,
-            label=type(self).__name__,
-            **loop,
-        )
-        self.params_ = {**params, **fixed}
-        self.attention_weights_ = frozen
-        self.n_features_in_ = d
+        result = self._run(params, frozen, meta, d, fixed, loop, type(self).__name__, max_iter=self.max_iter)
         self.n_iter_ = result.n_iter
         self.loss_curve_ = result.loss_curve
         self.validation_scores_ = result.validation_curve if self.early_stopping else None
-        self._y_ndim, self.y_mean_, self.y_scale_ = meta
         self.__dict__.pop("_partial_state", None)  # a later partial_fit starts a fresh optimizer
         return self
 
     # ------------------------------------------------------ beyond memory
-    def _run(self, params, frozen, meta, d, fixed, loop, result_label, **extra):
+    def _run(self, params, frozen, meta, d, fixed, loop, result_label, state_unit=None, **extra):
+        s = self._state_unit() if state_unit is None else state_unit
+        scaled = "Z" in params and s != 1.0
+        fixed_inputs = {**frozen, **fixed, "alpha": np.float32(self.alpha)}
+        loss = ntk_readout_loss
+        if scaled:
+            params = {**params, "Z": params["Z"] / np.float32(s), "k": params["k"] / np.float32(s)}
+            fixed_inputs["state_scale"] = np.float32(s)
+            loss = _state_scaled_loss
         params, result = fit_loop(
-            ntk_readout_loss,
+            loss,
             self._config(),
             params,
-            {**frozen, **fixed, "alpha": np.float32(self.alpha)},
+            fixed_inputs,
             learning_rate=self.learning_rate,
             label=result_label,
             **extra,
             **loop,
         )
+        if scaled:
+            params = {**params, "Z": params["Z"] * np.float32(s), "k": params["k"] * np.float32(s)}
         self.params_ = {**params, **fixed}
         self.attention_weights_ = frozen
         self.n_features_in_ = d
@@ -383,7 +420,8 @@ validation_fraction, random_state, verbose, warm_start
         Y, meta = self._encode_targets(y, samples, warm=not first)
         state = self.__dict__.get("_partial_state")
         if state is None:
-            state = {"rng": check_random_state(self.random_state), "opt_state": None}
+            state = {"rng": check_random_state(self.random_state), "opt_state": None,
+                     "state_unit": self._state_unit()}
         rng = state["rng"]
         if first:
             frozen = self._projections(d, rng)
@@ -401,11 +439,12 @@ validation_fraction, random_state, verbose, warm_start
         result = self._run(
             params, frozen, meta, d, fixed, loop, f"{type(self).__name__} partial_fit",
             max_iter=1, schedule="constant", opt_state=state["opt_state"],
+            state_unit=state.get("state_unit", 1.0),
         )
         self.n_iter_ = (0 if first else self.n_iter_) + result.n_iter
         self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
         self.validation_scores_ = None
-        self._partial_state = {"rng": rng, "opt_state": result.opt_state}
+        self._partial_state = {"rng": rng, "opt_state": result.opt_state, "state_unit": state.get("state_unit", 1.0)}
         return self
 
     def _init_params(self, frozen, t, rng):

@@ -287,7 +287,7 @@ def test_affine_score_tells_opposite_means_apart():
     tr, te = slice(0, 500), slice(500, None)
     kw = dict(max_iter=15, random_state=0)
     affine = DiagAttRegressor(score_form="affine", **kw).fit(X[tr], y[tr])
-    quadratic = DiagAttRegressor(**kw).fit(X[tr], y[tr])
+    quadratic = DiagAttRegressor(score_form="quadratic", **kw).fit(X[tr], y[tr])
     assert crlr(rows[te], affine.localize(X[te])) > 0.6
     assert crlr(rows[te], quadratic.localize(X[te])) < 0.35  # chance 0.125
     # linear_score_ is the score's linear part, in input coordinates.
@@ -302,7 +302,7 @@ def test_warm_start_with_other_score_form_is_refused(reg_data):
     X, y, _, _ = reg_data
     est = DiagAttRegressor(warm_start=True, **FAST).fit(X, y)
     with pytest.raises(ValueError, match="score_form"):
-        est.set_params(score_form="affine").fit(X, y)
+        est.set_params(score_form="quadratic").fit(X, y)
 
 
 @pytest.mark.parametrize("kw", [dict(rank=2), dict(rank=2, symmetric=False), dict(objective="attention"),

@@ -192,3 +192,66 @@ def test_state_gradient_at_zero_is_the_true_one():
     fd = (f(Z + e) - f(Z - e)) / (2 * eps)
     assert abs(g[0, 4, 1]) > 1e-3
     np.testing.assert_allclose(g[0, 4, 1], fd, rtol=1e-2)
+
+
+def _prefix_target_data(seed):
+    """Targets made by attention with a hidden prefix of 64 shifted rows (as in the test above)."""
+    rng = np.random.RandomState(seed)
+    d, H = 4, 1
+    W = {k: (rng.randn(H, d, d) * 0.5).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
+    X = [rng.randn(rng.randint(4, 9), d).astype(np.float32) for _ in range(300)]
+    P = (rng.randn(64, d) + 1.5).astype(np.float32)
+    from skdiagatt.kernels.attention import prefix_attention
+
+    y = np.empty(len(X))
+    for bucket in make_buckets(X).buckets:
+        T = np.asarray(prefix_attention(jnp.asarray(bucket.X), jnp.asarray(bucket.where), jnp.asarray(P),
+                                        W["W_Q"], W["W_K"], W["W_V"]))
+        pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)
+        y[bucket.index] = pooled @ np.arange(1, d + 1)
+    return X, y, W
+
+
+def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
+    """A state built from m rows has entries ~m; Adam steps ~learning_rate must still move it.
+
+    Trained in raw units (state_scale=1.0) the Eq. 4 state of a 4096-row
+    prefix moves by ~3e-5 of its size in 5 epochs; in units of sqrt(m)
+    ("auto") by ~3e-3, sqrt(m) = 64 times as far. params_ must hold the state
+    in raw units either way: with a negligible step it is exactly Eq. 4.
+    """
+    from skdiagatt.kernels.attention import prefix_to_state
+
+    X, y = data
+    rng = np.random.RandomState(1)
+    W = {k: rng.randn(2, 4, 3).astype(np.float32) * 0.3 for k in ("W_Q", "W_K", "W_V")}
+    m = 4096
+    # Given projections: the prefix is the first draw of random_state.
+    P = np.random.RandomState(0).standard_normal((m, 4)).astype(np.float32)
+    Z0, k0 = (np.asarray(a) for a in prefix_to_state(P, W["W_K"], W["W_V"]))
+    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0)
+
+    def moved(est):
+        return np.linalg.norm(est.params_["k"] - k0) / np.linalg.norm(k0)
+
+    auto = moved(NTKPrefixRegressor(max_iter=5, **common).fit(X, y))
+    raw = moved(NTKPrefixRegressor(max_iter=5, state_scale=1.0, **common).fit(X, y))
+    assert raw < 1e-4 and auto > 1e-3
+    twice = NTKPrefixRegressor(**common).partial_fit(X, y).partial_fit(X, y)
+    assert moved(twice) > 1e-3
+    still = NTKPrefixRegressor(max_iter=1, learning_rate=1e-12, **common).fit(X, y)
+    np.testing.assert_allclose(still.params_["k"], k0, rtol=1e-6)
+    np.testing.assert_allclose(still.params_["Z"], Z0, rtol=1e-6, atol=1e-6 * np.abs(Z0).max())
+    with pytest.raises(ValueError, match="state_scale"):
+        NTKPrefixRegressor(state_scale=0.0, **FAST).fit(X, y)
+
+
+def test_long_random_prefix_init_learns():
+    """init="prefix" with m = 1024 must learn, not sit at the random prefix (docs/ntk_learning.md)."""
+    X, y, W = _prefix_target_data(seed=1)
+    common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024)
+    auto = NTKPrefixRegressor(**common).fit(X[:200], y[:200]).score(X[200:], y[200:])
+    raw = NTKPrefixRegressor(state_scale=1.0, **common).fit(X[:200], y[:200]).score(X[200:], y[200:])
+    frozen = NTKPrefixRegressor(init="zeros", train_state=False, attention_weights=W, n_heads=1, max_iter=60,
+                                random_state=0).fit(X[:200], y[:200]).score(X[200:], y[200:])
+    assert auto > raw + 0.05 and auto > frozen + 0.1

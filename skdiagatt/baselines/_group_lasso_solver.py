@@ -159,7 +159,6 @@ def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter):
     -------
     B, c, n_iter, converged
     """
-    n = Xw.shape[0]
     L = _CURVATURE[loss] * max(_top_eig(Xw), 1.0)
     x, cx = B, c
     zx = Xw @ x

@@ -7,7 +7,6 @@ project's one loop (:func:`skdiagatt._training.fit_loop`), exactly as DiagAtt.
 import jax
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils import check_random_state
 
 from .._base import (
     MatrixSampleEstimator,
@@ -15,8 +14,9 @@ from .._base import (
     _check_positive_int,
 )
 from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from .._ragged import check_ragged, unpad
-from .._training import fit_loop, map_buckets
+from .._ragged import unpad
+from .._training import map_buckets
+from .._two_phase import TwoPhaseTraining
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 
 __all__ = ["StdAttRegressor", "StdAttClassifier"]
@@ -25,36 +25,13 @@ _forward = jax.jit(stdatt_forward)
 _received = jax.jit(received_attention)
 
 
-def _preconditioner(samples, whiten):
-    """Row scale ``c`` (1 / root-mean-square) and whitener ``S`` of the training rows.
-
-    ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the scaled rows,
-    eigenvalues floored at 1e-6 of the largest; the identity without ``whiten``.
-
-    Returns
-    -------
-    c : float32
-    S : ndarray of shape (d, d), float32
-    """
-    d = samples[0].shape[1]
-    M = np.zeros((d, d))
-    rows = 0
-    for s in samples:
-        s = s.astype(np.float64)
-        M += s.T @ s
-        rows += s.shape[0]
-    M /= rows
-    rms = np.sqrt(np.trace(M) / d)
-    c = 1.0 / rms if rms > 0 else 1.0
-    if not whiten:
-        return np.float32(c), np.eye(d, dtype=np.float32)
-    ev, U = np.linalg.eigh(M * c * c)
-    ev = np.maximum(ev, max(ev.max(), 1e-30) * 1e-6)
-    return np.float32(c), ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
-
-
-class _StdAttBase(MatrixSampleEstimator):
+class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
+
+    _loss_fn = staticmethod(stdatt_loss)
+    # After the latent objective the projections stay fixed and the read-out
+    # is calibrated on the loss of the pooled prediction (as DiagAtt).
+    _calibrated = ("V", "b")
 
     def __init__(
         self,
@@ -134,73 +111,6 @@ class _StdAttBase(MatrixSampleEstimator):
             "alpha": np.float32(self.alpha),
             "alpha_value": np.float32(self.alpha_value),
         }
-
-    def _fit(self, X, y):
-        """Validate, train (and calibrate after the latent objective), then set attributes."""
-        self._check_params()
-        samples = check_ragged(X)
-        n, d = len(samples), samples[0].shape[1]
-        warm = self.warm_start and hasattr(self, "params_")
-        if warm and d != self.n_features_in_:
-            raise ValueError(
-                f"X has {d} features but the warm-started model was fitted with "
-                f"{self.n_features_in_}"
-            )
-        Y, meta, family = self._encode_targets(y, n, warm)
-        rng = check_random_state(self.random_state)
-        train_samples, common = self._training_data(samples, Y, rng)
-        data = common.pop("data")
-        if warm:
-            c, S = self.input_scale_, self.preconditioner_
-            params = {k: v.copy() for k, v in self.params_.items()}
-        else:
-            c, S = _preconditioner(train_samples, self.whiten)
-            params = self._init_params(d, Y.shape[1], rng)
-        frozen = self._frozen(c, S, d)
-        params, first = fit_loop(
-            stdatt_loss,
-            (self.objective, family),
-            params,
-            frozen,
-            data,
-            max_iter=self.max_iter,
-            learning_rate=self.learning_rate,
-            label=f"{type(self).__name__} {self.objective}",
-            **common,
-        )
-        curves = [first]
-        if self.objective == "latent" and self.calibration_iter > 0:
-            # As DiagAtt: the projections fixed, the read-out calibrated on
-            # the loss of the pooled prediction itself.
-            trained = ("V", "b")
-            fixed = {k: v for k, v in params.items() if k not in trained}
-            params2, second = fit_loop(
-                stdatt_loss,
-                ("attention", family),
-                {k: params[k] for k in trained},
-                {**frozen, **fixed},
-                data,
-                max_iter=self.calibration_iter,
-                learning_rate=self.learning_rate,
-                label=f"{type(self).__name__} calibration",
-                **common,
-            )
-            params = {**params, **params2}
-            curves.append(second)
-
-        self.params_ = params
-        self.input_scale_ = c
-        self.preconditioner_ = S
-        self.n_features_in_ = d
-        self.n_iter_ = sum(cv.n_iter for cv in curves)
-        self.loss_curve_ = [v for cv in curves for v in cv.loss_curve]
-        self.validation_scores_ = (
-            [v for cv in curves for v in cv.validation_curve]
-            if common["validation"] is not None
-            else None
-        )
-        self._set_target_meta(meta)
-        return self
 
     # ------------------------------------------------------------- inference
     def _frozen_fitted(self):

@@ -20,7 +20,6 @@ the inverse temperature.
 Data: ``X`` (B, L, d) padded samples, ``where`` (B, L) real rows, ``y`` (B, t).
 """
 
-import jax
 import jax.numpy as jnp
 
 from .losses import LOGLIK
