@@ -91,7 +91,7 @@ class _RowTransformer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=Non
 
         Parameters
         ----------
-        X : list of array-like of shape (p_i, n_features_in_), or array (n, p, n_features_in_)
+        X : list of array-like of shape (p_i, n_features), or array (n, p, n_features)
 
         Returns
         -------
@@ -109,7 +109,7 @@ class _RowTransformer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=Non
 
         Returns
         -------
-        list of ndarray of shape (p_i, n_features_in_), float32
+        list of ndarray of shape (p_i, n_features), float32
         """
         check_is_fitted(self)
         samples = self._samples(X, reset=False, n_features=self._n_features_out)
@@ -122,7 +122,7 @@ class RowPCA(ClassNamePrefixFeaturesOutMixin, _RowTransformer, auto_wrap_output_
     :class:`sklearn.decomposition.PCA` fitted on the rows of all training
     samples stacked into one ``(sum_i p_i, n_features)`` table, then applied
     to each sample's rows: a sample of shape ``(p_i, n_features)`` becomes
-    ``(p_i, n_components_)``.  The number of rows never changes, so the
+    ``(p_i, n_components)``.  The number of rows never changes, so the
     output is the ragged input of every estimator of this package, and row
     ``j`` of the output is row ``j`` of the input (``localize`` indices stay
     valid).  Use it before an attention model to shrink its
@@ -148,11 +148,11 @@ class RowPCA(ClassNamePrefixFeaturesOutMixin, _RowTransformer, auto_wrap_output_
     ----------
     pca_ : sklearn.decomposition.PCA
         The PCA fitted on the pooled training rows.
-    components_ : ndarray of shape (n_components_, n_features_in_)
+    components_ : ndarray of shape (n_components, n_features)
         Principal axes of the rows.
-    explained_variance_ : ndarray of shape (n_components_,)
-    explained_variance_ratio_ : ndarray of shape (n_components_,)
-    mean_ : ndarray of shape (n_features_in_,)
+    explained_variance_ : ndarray of shape (n_components,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    mean_ : ndarray of shape (n_features,)
         Mean training row.
     n_components_ : int
         Columns of every output sample.
@@ -251,10 +251,10 @@ class RowStandardScaler(OneToOneFeatureMixin, _RowTransformer, auto_wrap_output_
     ----------
     scaler_ : sklearn.preprocessing.StandardScaler
         The scaler fitted on the pooled training rows.
-    mean_ : ndarray of shape (n_features_in_,) or None
+    mean_ : ndarray of shape (n_features,) or None
         Mean training row (subtracted only if ``with_mean``; None if
         ``with_mean`` and ``with_std`` are both False).
-    scale_ : ndarray of shape (n_features_in_,) or None
+    scale_ : ndarray of shape (n_features,) or None
         Per-column divisor (None if ``with_std=False``).
     n_features_in_ : int
     n_rows_seen_ : int

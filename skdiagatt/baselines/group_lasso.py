@@ -193,9 +193,10 @@ class GroupLassoRegressor(RegressorMixin, _GroupLassoBase):
         + """
     Attributes
     ----------
-    coef_ : ndarray of shape (n_rows_, n_features, n_targets)
+    coef_ : ndarray of shape (P, n_features, n_targets)
+        One coefficient block per row position, P = ``n_rows_``.
     intercept_ : ndarray of shape (n_targets,)
-    group_norms_ : ndarray of shape (n_rows_,)
+    group_norms_ : ndarray of shape (P,)
         ``||B_j||``; ``localize`` ranks rows by it.
     alpha_max_, penalty_ : float
     n_iter_ : int
@@ -250,7 +251,7 @@ class GroupLassoClassifier(ClassifierMixin, _GroupLassoBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    coef_ : ndarray of shape (n_rows_, n_features, t)
+    coef_ : ndarray of shape (P, n_features, t)
         t = 1 for two classes (logit of ``classes_[1]``), else n_classes.
     intercept_, group_norms_, alpha_max_, penalty_, n_iter_, n_rows_, n_features_in_
         As in :class:`GroupLassoRegressor`.
