@@ -92,15 +92,16 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
         entries of size ~m (``k[0] == m`` exactly for ``"taylor"``; entries
         that are sums of m mean-zero terms are ~sqrt(m)), while Adam moves each
         entry by about ``learning_rate`` per step whatever its size.  In raw
-        units a state built from m = 1024 rows changes by well under 1% in a
-        whole fit: it stays the random prefix, which holds almost all the
+        units a state built from m = 1024 rows moved by about 2% of its size
+        in the 60-epoch fit of ``docs/ntk_learning.md`` (in sqrt(m) units,
+        about a third): it stays the random prefix, which holds almost all the
         attention mass, and the model ends up worse than frozen attention.
-        A unit of m makes the many ~sqrt(m) entries jump and training noisy;
-        sqrt(m) sits between, and was the most reliable of the three on the
-        data of ``benchmarks/ntk_learning.py`` (evidence in
-        ``docs/ntk_learning.md``).  A heuristic, not a derived optimum: if a
-        long random prefix still learns slowly, try a larger value or
-        ``init="zeros"``.
+        A unit of m makes every step move the many ~sqrt(m)-sized entries by a
+        large fraction of their size: on the data of
+        ``benchmarks/ntk_learning.py`` it did a little better than sqrt(m)
+        with 3000 samples and was erratic with 600, while sqrt(m) beat raw
+        units in every run (``docs/ntk_learning.md``).  A heuristic, not a
+        derived optimum: with plenty of data try ``state_scale=prefix_length``.
     alpha : float, default=1e-4
         L2 penalty on the read-out.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
