@@ -347,10 +347,10 @@ def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
     assert _forward._cache_size() == fwd
 
 
-def test_query_key_matches_attention(fitted_reg, reg_data):
-    x = reg_data[0][0]
+def test_query_key_and_linear_score_match_attention(fitted_reg, reg_data):
+    x = reg_data[0][0].astype(float)
     Q = fitted_reg.query_key_
-    psi = np.einsum("pa,rab,pb->rp", x.astype(float), Q, x.astype(float))
+    psi = np.einsum("pa,rab,pb->rp", x, Q, x) + fitted_reg.linear_score_ @ x.T
     k = np.exp(psi - psi.max(axis=1, keepdims=True))
     k /= k.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(fitted_reg.attention([x])[0], k, rtol=1e-4, atol=1e-6)
