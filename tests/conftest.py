@@ -3,6 +3,17 @@ import pytest
 
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 
+#: scikit-learn's estimator checks that need no data (ragged input is not
+#: what ``check_estimator``'s data checks feed), run for every estimator.
+DATA_FREE_CHECKS = [
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_estimator_repr",
+    "check_estimator_cloneable",
+]
+
 
 @pytest.fixture(scope="session")
 def reg_data():

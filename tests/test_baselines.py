@@ -22,6 +22,7 @@ from skdiagatt.baselines import (
 from skdiagatt.baselines import _group_lasso_solver as gl
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import crlr, rmse
+from tests.conftest import DATA_FREE_CHECKS
 
 ALL = [
     GroupLassoRegressor,
@@ -54,17 +55,7 @@ def fitted_std(reg_data):
 
 # ---------------------------------------------------------------- API checks
 @pytest.mark.parametrize("Est", ALL)
-@pytest.mark.parametrize(
-    "check",
-    [
-        "check_no_attributes_set_in_init",
-        "check_parameters_default_constructible",
-        "check_get_params_invariance",
-        "check_set_params",
-        "check_estimator_repr",
-        "check_estimator_cloneable",
-    ],
-)
+@pytest.mark.parametrize("check", DATA_FREE_CHECKS)
 def test_sklearn_data_free_checks(Est, check):
     getattr(estimator_checks, check)(Est.__name__, Est())
 

@@ -15,6 +15,7 @@ from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt import _training
 from skdiagatt.diagatt import _forward
 from skdiagatt.metrics import crlr
+from tests.conftest import DATA_FREE_CHECKS
 
 FAST = dict(max_iter=4, calibration_iter=2, batch_size=32, random_state=0)
 
@@ -32,20 +33,12 @@ def fitted_clf(cls_data):
 
 
 # ---------------------------------------------------------------- API checks
-DATA_FREE_CHECKS = [
-    "check_no_attributes_set_in_init",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-    "check_estimator_repr",
-    "check_valid_tag_types",
-    "check_estimator_tags_renamed",
-    "check_estimator_cloneable",
-]
+# DiagAtt also runs scikit-learn's tag checks on its declared tags.
+TAG_AND_DATA_FREE_CHECKS = DATA_FREE_CHECKS + ["check_valid_tag_types", "check_estimator_tags_renamed"]
 
 
 @pytest.mark.parametrize("Est", [DiagAttRegressor, DiagAttClassifier])
-@pytest.mark.parametrize("check", DATA_FREE_CHECKS)
+@pytest.mark.parametrize("check", TAG_AND_DATA_FREE_CHECKS)
 def test_sklearn_data_free_checks(Est, check):
     getattr(estimator_checks, check)(Est.__name__, Est())
 

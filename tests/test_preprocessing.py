@@ -18,6 +18,7 @@ from skdiagatt import DiagAttRegressor
 from skdiagatt.baselines import GroupLassoRegressor
 from skdiagatt.datasets import make_individualized_regression
 from skdiagatt.preprocessing import RowPCA, RowStandardScaler
+from tests.conftest import DATA_FREE_CHECKS
 
 ALL = [RowPCA, RowStandardScaler]
 
@@ -38,17 +39,7 @@ def sim():
 
 # ------------------------------------------------------------------ API checks
 @pytest.mark.parametrize("Est", ALL)
-@pytest.mark.parametrize(
-    "check",
-    [
-        "check_no_attributes_set_in_init",
-        "check_parameters_default_constructible",
-        "check_get_params_invariance",
-        "check_set_params",
-        "check_estimator_repr",
-        "check_estimator_cloneable",
-    ],
-)
+@pytest.mark.parametrize("check", DATA_FREE_CHECKS)
 def test_sklearn_data_free_checks(Est, check):
     getattr(estimator_checks, check)(Est.__name__, Est())
 
