@@ -465,7 +465,30 @@ def _wins(by, methods, configs, key, loc_key):
             for m in sorted(tied):
                 if m not in diag and m != best:
                     out.append(f"- {c}, {k}: {m} is within one sd of the best ({stats[m][0]:.4g})")
+            out += _rep_wins(by, methods, diag, c, k, higher)
     return out or ["- none: DiagAtt has the best mean everywhere and no competitor is within one sd"]
+
+
+def _rep_wins(by, methods, diag, config, key, higher):
+    """Repetitions in which a competitor beat every DiagAtt variant (a mean can hide them)."""
+    best_diag = {}
+    for m in diag:
+        for r in by.get((m, config), []):
+            v = r[key]
+            old = best_diag.get(r["rep"])
+            if old is None or (v > old if higher else v < old):
+                best_diag[r["rep"]] = v
+    out = []
+    for m in methods:
+        if m in diag:
+            continue
+        recs = [r for r in by.get((m, config), []) if r["rep"] in best_diag]
+        won = [r for r in recs if (r[key] > best_diag[r["rep"]] if higher else r[key] < best_diag[r["rep"]])]
+        if won:
+            detail = ", ".join(f"rep {r['rep']}: {r[key]:.4g} vs {best_diag[r['rep']]:.4g}" for r in won)
+            out.append(f"- {config}, {key}: {m} beat DiagAtt in {len(won)} of {len(recs)} "
+                       f"repetitions ({detail})")
+    return out
 
 
 def _selected(by, methods):
