@@ -22,7 +22,7 @@ Data: ``X`` (B, L, d) padded samples, ``where`` (B, L) real rows, ``y`` (B, t).
 
 import jax.numpy as jnp
 
-from .losses import LOGLIK
+from .losses import LOGLIK, ridge_penalty
 from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
 
@@ -375,13 +375,7 @@ def penalty(params, frozen):
     >>> round(float(penalty(params, {"alpha": 0.5, "alpha_value": 0.1})), 6)   # 0.5 * (4 + 2) + 0.1 * 2
     3.2
     """
-    pen = 0.0
-    for key in ("W", "L", "M", "U"):
-        if key in params:
-            pen = pen + frozen.get("alpha", 0.0) * jnp.sum(params[key] ** 2)
-    if "V" in params:
-        pen = pen + frozen.get("alpha_value", 0.0) * jnp.sum(params["V"] ** 2)
-    return pen
+    return ridge_penalty(params, frozen, ("W", "L", "M", "U"))
 
 
 _OBJECTIVES = {"latent": latent_row_loss, "attention": attention_loss}

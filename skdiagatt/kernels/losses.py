@@ -12,7 +12,7 @@ Shapes: ``z`` (..., t); ``y`` broadcastable to it (targets for ``gaussian``,
 import jax
 import jax.numpy as jnp
 
-__all__ = ["gaussian_loglik", "bernoulli_loglik", "categorical_loglik", "LOGLIK"]
+__all__ = ["gaussian_loglik", "bernoulli_loglik", "categorical_loglik", "LOGLIK", "ridge_penalty"]
 
 
 def gaussian_loglik(y, z, log_sigma):
@@ -110,3 +110,37 @@ LOGLIK = {
     "bernoulli": bernoulli_loglik,
     "categorical": categorical_loglik,
 }
+
+
+def ridge_penalty(params, frozen, keys):
+    """``alpha * sum_k ||params[k]||^2 + alpha_value * ||params["V"]||^2``.
+
+    The score parameters ``keys`` share ``frozen["alpha"]``, the value read-out
+    has its own ``frozen["alpha_value"]``; a key absent from ``params`` (fixed
+    in this phase) is not penalized, nor is a missing strength.
+
+    Parameters
+    ----------
+    params : dict of arrays
+    frozen : dict
+    keys : tuple of str
+
+    Returns
+    -------
+    scalar
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.losses import ridge_penalty
+    >>> params = {"A": np.ones((2, 2)), "V": np.ones(3)}
+    >>> round(float(ridge_penalty(params, {"alpha": 0.5, "alpha_value": 0.1}, ("A", "B"))), 6)
+    2.3
+    """
+    pen = 0.0
+    for key in keys:
+        if key in params:
+            pen = pen + frozen.get("alpha", 0.0) * jnp.sum(params[key] ** 2)
+    if "V" in params:
+        pen = pen + frozen.get("alpha_value", 0.0) * jnp.sum(params["V"] ** 2)
+    return pen

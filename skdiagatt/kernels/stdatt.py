@@ -30,7 +30,7 @@ so whatever they contain cannot change a result.
 
 import jax.numpy as jnp
 
-from .losses import LOGLIK
+from .losses import LOGLIK, ridge_penalty
 from .scores import project_rows
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
 
@@ -424,13 +424,7 @@ def stdatt_penalty(params, frozen):
     >>> round(float(stdatt_penalty({"V": params["V"]}, {"alpha": 0.1, "alpha_value": 0.5})), 4)
     1.0
     """
-    pen = 0.0
-    for key in ("W_Q", "W_K"):
-        if key in params:
-            pen = pen + frozen.get("alpha", 0.0) * jnp.sum(params[key] ** 2)
-    if "V" in params:
-        pen = pen + frozen.get("alpha_value", 0.0) * jnp.sum(params["V"] ** 2)
-    return pen
+    return ridge_penalty(params, frozen, ("W_Q", "W_K"))
 
 
 _OBJECTIVES = {"latent": stdatt_latent_loss, "attention": stdatt_attention_loss}
