@@ -51,6 +51,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         rank=None,
         symmetric=True,
         score_form="affine",
+        exclusive_heads=False,
         alpha=3e-3,
         alpha_value=0.0,
         objective="latent",
@@ -72,6 +73,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.rank = rank
         self.symmetric = symmetric
         self.score_form = score_form
+        self.exclusive_heads = exclusive_heads
         self.alpha = alpha
         self.alpha_value = alpha_value
         self.objective = objective
@@ -99,6 +101,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             raise ValueError(
                 f"score_form must be 'quadratic' or 'affine', got {self.score_form!r}"
             )
+        if not isinstance(self.exclusive_heads, (bool, np.bool_)):
+            raise ValueError(f"exclusive_heads must be True or False, got {self.exclusive_heads!r}")
         _check_positive_float(self.alpha, "alpha", allow_zero=True)
         _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
         if self.objective not in ("latent", "attention"):
@@ -134,13 +138,16 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
 
     def _frozen(self, c, S, d):
         tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
-        return {
+        frozen = {
             "x_scale": np.float32(c),
             "S": S,
             "inv_tau": np.float32(1.0 / tau),
             "alpha": np.float32(self.alpha),
             "alpha_value": np.float32(self.alpha_value),
         }
+        if self.exclusive_heads and self.n_heads > 1:
+            frozen["exclusion"] = np.float32(1.0)
+        return frozen
 
     # ------------------------------------------------------ beyond memory
     def _accumulate_chunk(self, samples, scan):
@@ -380,6 +387,12 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         tell ``x`` from ``-x`` (rows drawn around ``+m`` and ``-m`` score
         alike); where the linear term is not needed it costs d parameters per
         head and measured nothing (``docs/diagatt_training.md``).
+    exclusive_heads : bool, default=False
+        Heads compete for rows: head r's softmax also weighs each row by the
+        other heads' ``1 - kappa_l`` (see
+        :func:`skdiagatt.kernels.diagatt.competing_scores`).  For samples
+        whose rows of interest are distinct, one per head, as in the
+        simulations with s > 1; no effect with one head.
     alpha : float, default=3e-3
         L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
         coordinates.
@@ -509,7 +522,7 @@ class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
 
     Parameters
     ----------
-    n_heads, temperature, rank, symmetric, score_form, alpha, alpha_value, objective, whiten, \
+    n_heads, temperature, rank, symmetric, score_form, exclusive_heads, alpha, alpha_value, objective, whiten, \
 calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, warm_start
         As in :class:`DiagAttRegressor`.

@@ -216,7 +216,7 @@ def test_classifier_rejects_single_class_and_unseen_warm_classes(cls_data):
 
 @pytest.mark.parametrize("param, value", [("n_heads", 0), ("temperature", -1.0), ("objective", "x"),
                                           ("learning_rate", 0.0), ("rank", 0), ("validation_fraction", 1.5),
-                                          ("score_form", "cubic")])
+                                          ("score_form", "cubic"), ("exclusive_heads", "yes")])
 def test_bad_parameters(reg_data, param, value):
     X, y, _, _ = reg_data
     with pytest.raises(ValueError, match=param):
@@ -291,6 +291,30 @@ def test_affine_score_tells_opposite_means_apart():
     assert not np.any(quadratic.linear_score_)
 
 
+def test_exclusive_heads_split_the_rows_between_heads():
+    """Rows around +m mu and -m mu: independent heads may both settle on one of them."""
+    from skdiagatt.datasets import make_individualized_regression
+
+    X, y, rows, _ = make_individualized_regression(900, n_rows=10, n_features=6, n_signal=2,
+                                                   signal=((4, 2), (-4, 2)), random_state=3)
+    tr, te = slice(0, 700), slice(700, None)
+    kw = dict(n_heads=2, max_iter=15, random_state=0)
+    plain = DiagAttRegressor(**kw).fit(X[tr], y[tr])
+    excl = DiagAttRegressor(exclusive_heads=True, **kw).fit(X[tr], y[tr])
+    # localize(): the arg-max row of each head, so both rows are found only
+    # when the heads take one each.
+    assert crlr(rows[te], excl.localize(X[te])) > 0.95
+    assert crlr(rows[te], excl.localize(X[te])) > crlr(rows[te], plain.localize(X[te])) + 0.1
+    assert excl.score(X[te], y[te]) > plain.score(X[te], y[te])
+
+
+def test_exclusive_heads_change_nothing_with_one_head(reg_data):
+    X, y, _, _ = reg_data
+    plain = DiagAttRegressor(**FAST).fit(X, y)
+    excl = DiagAttRegressor(exclusive_heads=True, **FAST).fit(X, y)
+    np.testing.assert_array_equal(plain.predict(X), excl.predict(X))
+
+
 def test_warm_start_with_other_score_form_is_refused(reg_data):
     X, y, _, _ = reg_data
     est = DiagAttRegressor(warm_start=True, **FAST).fit(X, y)
@@ -300,7 +324,8 @@ def test_warm_start_with_other_score_form_is_refused(reg_data):
 
 @pytest.mark.parametrize("kw", [dict(rank=2), dict(rank=2, symmetric=False), dict(objective="attention"),
                                 dict(score_form="affine"), dict(score_form="affine", rank=2),
-                                dict(whiten=False), dict(early_stopping=True, validation_fraction=0.25)])
+                                dict(whiten=False), dict(early_stopping=True, validation_fraction=0.25),
+                                dict(n_heads=2, exclusive_heads=True)])
 def test_options_fit_and_stay_finite(reg_data, kw):
     X, y, _, _ = reg_data
     est = DiagAttRegressor(**{**FAST, **kw}).fit(X, y)

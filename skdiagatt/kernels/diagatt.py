@@ -30,6 +30,7 @@ __all__ = [
     "query_key",
     "head_scores",
     "head_weights",
+    "competing_scores",
     "diagatt_forward",
     "latent_row_loss",
     "attention_loss",
@@ -173,6 +174,58 @@ def head_scores(params, frozen, X):
     return psi * factor[None, :, None]
 
 
+def competing_scores(psi, where, frozen):
+    """The scores whose softmax gives the attention weights, shape (B, R, L).
+
+    Without ``frozen["exclusion"]`` (or with one head) this is ``psi`` itself:
+    each head takes a softmax of its own scores.  With it (a strength lambda)
+    the heads compete for rows: ``psi_r + lambda sum_{l != r} log(1 -
+    softmax(psi_l))``.  When every sample's rows of interest are
+    distinct, the posterior that head r's row is j carries the factor
+    ``P(no other head's row is j)``; this is one mean-field step towards it.
+    Without it a head whose score also rewards another head's row (a large
+    quadratic term picks up a high-variance row) keeps some weight there.
+
+    Parameters
+    ----------
+    psi : array, shape (B, R, L)
+    where : bool array, shape (B, L)
+    frozen : dict
+        ``exclusion`` (scalar), optional.
+
+    Returns
+    -------
+    array, shape (B, R, L)
+        Padded rows are left to the masked softmax that follows.
+
+    Examples
+    --------
+    Two heads that both prefer row 0: with exclusion, head 1, which prefers
+    it less, gives row 0 less weight.
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels import diagatt as K
+    >>> psi = jnp.array([[[4.0, 0.0, 0.0], [2.0, 1.0, 0.0]]])
+    >>> where = jnp.array([[True, True, True]])
+    >>> K.competing_scores(psi, where, {}) is psi
+    True
+    >>> plain = K.masked_softmax(psi, where[:, None, :])
+    >>> excl = K.masked_softmax(K.competing_scores(psi, where, {"exclusion": 1.0}), where[:, None, :])
+    >>> bool(excl[0, 1, 0] < plain[0, 1, 0]), np.allclose(excl.sum(-1), 1.0)
+    (True, True)
+    """
+    if "exclusion" not in frozen or psi.shape[1] == 1:
+        return psi
+    mask = where[:, None, :]
+    log_kappa = masked_log_softmax(psi, mask)
+    # log(1 - kappa), floored: a head sure of a row (kappa -> 1) must not
+    # send -inf (and an infinite gradient) to the other heads.
+    free = jnp.log(jnp.maximum(-jnp.expm1(log_kappa), 1e-6))
+    others = jnp.sum(free, axis=1, keepdims=True) - free
+    return psi + frozen["exclusion"] * others
+
+
 def head_weights(params, frozen, X, where):
     """Attention weights ``kappa`` (B, R, L): softmax of the scores over real rows.
 
@@ -206,7 +259,8 @@ def head_weights(params, frozen, X, where):
     >>> np.allclose(kappa.sum(axis=-1), 1.0), float(kappa[2, :, 1:].max())
     (True, 0.0)
     """
-    return masked_softmax(head_scores(params, frozen, X), where[:, None, :])
+    psi = competing_scores(head_scores(params, frozen, X), where, frozen)
+    return masked_softmax(psi, where[:, None, :])
 
 
 def diagatt_forward(params, frozen, X, where):
@@ -246,7 +300,7 @@ def diagatt_forward(params, frozen, X, where):
     True
     """
     psi, rows = _scores_values(params, frozen, X)
-    kappa = masked_softmax(psi, where[:, None, :])
+    kappa = masked_softmax(competing_scores(psi, where, frozen), where[:, None, :])
     head_out = jnp.einsum("brl,brlt->brt", kappa, rows)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
 
@@ -301,7 +355,7 @@ def latent_row_loss(params, frozen, X, where, y, family):
     """
     mask = where[:, None, :]
     psi, rows = _scores_values(params, frozen, X)  # (B, R, L), (B, R, L, t)
-    log_kappa = masked_log_softmax(psi, mask)
+    log_kappa = masked_log_softmax(competing_scores(psi, where, frozen), mask)
     head_out = jnp.einsum("brl,brlt->brt", jnp.exp(log_kappa), rows)
     others = jnp.sum(head_out, axis=1, keepdims=True) - head_out  # (B, R, t)
     z = params["b"] + others[:, :, None, :] + rows

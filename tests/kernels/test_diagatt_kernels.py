@@ -98,9 +98,18 @@ def test_forward_matches_numpy_loop(low_rank, affine):
             np.testing.assert_allclose(k[j][:, :n_rows], ref_k[i], rtol=1e-4, atol=1e-6)
 
 
-def _ref_latent(Xi, yi, Q, V, b, log_sigma, family):
+def _ref_competing(psi, exclusion):
+    """Scores (R, p) of heads competing for rows, float64."""
+    if not exclusion:
+        return psi
+    k = np.exp(psi - logsumexp(psi, axis=1, keepdims=True))
+    free = np.log(np.maximum(1.0 - k, 1e-6))
+    return psi + exclusion * (free.sum(0, keepdims=True) - free)
+
+
+def _ref_latent(Xi, yi, Q, V, b, log_sigma, family, exclusion=0.0):
     Xi = Xi.astype(np.float64)
-    psi = np.einsum("pa,rab,pb->rp", Xi, Q, Xi)
+    psi = _ref_competing(np.einsum("pa,rab,pb->rp", Xi, Q, Xi), exclusion)
     logk = psi - logsumexp(psi, axis=1, keepdims=True)
     k = np.exp(logk)
     heads = np.stack([k[r] @ Xi @ V[r] for r in range(Q.shape[0])])  # (R, t)
@@ -119,9 +128,12 @@ def _ref_latent(Xi, yi, Q, V, b, log_sigma, family):
     return -np.mean(total)
 
 
-@pytest.mark.parametrize("family, t", [("gaussian", 2), ("bernoulli", 1), ("categorical", 3)])
-def test_latent_row_loss_matches_numpy_loop(family, t):
+@pytest.mark.parametrize("family, t, exclusion", [("gaussian", 2, 0.0), ("bernoulli", 1, 0.0),
+                                                  ("categorical", 3, 0.0), ("gaussian", 2, 1.0)])
+def test_latent_row_loss_matches_numpy_loop(family, t, exclusion):
     p, frozen = _params(t=t)
+    if exclusion:
+        frozen["exclusion"] = np.float32(exclusion)
     Q, V, _ = _effective(p, frozen)
     n = len(SAMPLES)
     if family == "gaussian":
@@ -135,7 +147,7 @@ def test_latent_row_loss_matches_numpy_loop(family, t):
             p, frozen, jnp.asarray(bucket.X), jnp.asarray(bucket.where), jnp.asarray(Y[bucket.index]), family
         )
         for j, i in enumerate(bucket.index):
-            ref = _ref_latent(SAMPLES[i], Y[i], Q, V, p["b"], p["log_sigma"], family)
+            ref = _ref_latent(SAMPLES[i], Y[i], Q, V, p["b"], p["log_sigma"], family, exclusion)
             np.testing.assert_allclose(got[j], ref, rtol=1e-4, atol=1e-4)
 
 
@@ -164,11 +176,52 @@ def test_logliks():
     )
 
 
-def test_padding_garbage_changes_nothing():
+@pytest.mark.parametrize("exclusion", [None, 1.0])
+def test_padding_garbage_changes_nothing(exclusion):
     p, frozen = _params()
+    if exclusion:
+        frozen["exclusion"] = np.float32(exclusion)
     for bucket in _padded().buckets:
         X = np.where(bucket.where[..., None], bucket.X, 1e3).astype(np.float32)
         z1, k1 = diagatt_forward(p, frozen, jnp.asarray(bucket.X), jnp.asarray(bucket.where))
         z2, k2 = diagatt_forward(p, frozen, jnp.asarray(X), jnp.asarray(bucket.where))
         np.testing.assert_array_equal(np.asarray(z1), np.asarray(z2))
         np.testing.assert_array_equal(np.asarray(k1), np.asarray(k2))
+
+
+@pytest.mark.parametrize("strength", [1.0, 0.5])
+def test_competing_heads_match_numpy(strength):
+    p, frozen = _params()
+    frozen["exclusion"] = np.float32(strength)
+    Q, V, _ = _effective(p, frozen)
+    for bucket in _padded().buckets:
+        z, k = diagatt_forward(p, frozen, jnp.asarray(bucket.X), jnp.asarray(bucket.where))
+        for j, i in enumerate(bucket.index):
+            Xi = SAMPLES[i].astype(np.float64)
+            psi = _ref_competing(np.einsum("pa,rab,pb->rp", Xi, Q, Xi), strength)
+            ref_k = np.exp(psi - logsumexp(psi, axis=1, keepdims=True))
+            ref_z = p["b"] + sum(ref_k[r] @ Xi @ V[r] for r in range(len(V)))
+            np.testing.assert_allclose(k[j][:, : len(Xi)], ref_k, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(z[j], ref_z, rtol=1e-4, atol=1e-4)
+
+
+def test_competing_heads_stay_finite_when_a_head_is_certain():
+    """A head with all its mass on one row (1 - kappa = 0) must not give inf or NaN gradients."""
+    import jax
+
+    p, frozen = _params()
+    frozen["exclusion"] = np.float32(1.0)
+    bucket = _padded().buckets[-1]
+    X = jnp.asarray(bucket.X) * 30.0  # scores of order 1e3: saturated softmaxes
+    where = jnp.asarray(bucket.where)
+    y = jnp.ones((X.shape[0], 1), jnp.float32)
+
+    def loss(params):
+        return jnp.sum(latent_row_loss({**frozen, **params}, frozen, X, where, y, "gaussian"))
+
+    value, grads = jax.value_and_grad(loss)(p)
+    assert np.isfinite(float(value))
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree.leaves(grads))
+    z, k = diagatt_forward(p, frozen, X, where)
+    assert np.all(np.isfinite(np.asarray(z))) and np.all(np.isfinite(np.asarray(k)))
+
