@@ -706,7 +706,14 @@ first setting of the attention grids, `covariance_type="diag"` for Two-Step and
   pooled rows.  With one signal row in a hundred (Table 1, Figure 1) the
   mixture seldom does; with s = 2 or 3 the paper's signal classes are far from
   the background and it can localize well (see Table 2), while its regression
-  on the selected rows still suffers from every wrong pick.
+  on the selected rows still suffers from every wrong pick.  In Table 2 (s = 2,
+  full covariance) it finds the rows (CRLR 99.6%) but its regression fails:
+  with s + 1 = 3 components the mixture put both signal classes into one small
+  component (2% of the rows) and split the background in two, so the block
+  "rows of component k" that the regression reads is a background row for one
+  of the two components (checked on 2,500 samples of the same simulator).
+  Figure 1 and Table 1 (p = 50) are where it is strong: there it beat DiagAtt
+  in some repetitions.
 - StdAtt scores a row against every other row of its sample: given the
   queries, the attention a row receives is log-linear in the row itself, so
   it can follow a shift of the mean but has no direct access to the change of
