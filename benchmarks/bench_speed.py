@@ -74,6 +74,18 @@ def load():
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+# After a call, OpenBLAS keeps its worker threads spinning for a while (on the
+# order of 0.1 s), and so may XLA's pool: on 2 cores whatever runs next then
+# competes with them (measured: our DiagAtt step 5.9 ms right after a jitted
+# matmul, 11.6 ms right after a NumPy one).  Every timed group of the
+# interleaved rounds starts after this pause, NumPy's and ours alike.
+SETTLE_S = 0.3
+
+
+def settle():
+    time.sleep(SETTLE_S)
+
+
 def blas_threads(n):
     from threadpoolctl import threadpool_limits
 
@@ -108,7 +120,9 @@ def check(ok):
 
 # ------------------------------------------------------------------- peak
 def peak_round(A, Aj, mm):
+    settle()
     t_np = timed(lambda: A @ A)
+    settle()
     t_jax = timed(lambda: mm(Aj, Aj))
     flops = 2.0 * A.shape[0] ** 3
     return flops / t_np / 1e9, flops / t_jax / 1e9
@@ -390,10 +404,13 @@ def section_diagatt_step(report, peaks, rounds):
     mm(Aj, Aj).block_until_ready()
     t_ours, t_loop, t_vec, pk = [], [], [], []
     for _ in range(rounds):
+        settle()
         t_ours.append(np.median([ours() for _ in range(8)]))
         with blas_threads(threads["loop"]):
+            settle()
             t_loop.append(ref_loop())
         with blas_threads(threads["vec"]):
+            settle()
             t_vec.append(ref_vec())
         pk.append(max(peak_round(A, Aj, mm)))
     peaks.extend(pk)
@@ -532,9 +549,11 @@ def section_ntk(report, peaks, rounds, quick):
     mm = jax.jit(lambda a, b: a @ b)
     t_ours, t_fwd, t_ref, pk = [], [], [], []
     for _ in range(max(3, rounds // 2)):
+        settle()
         t_ours.append(np.median([ours() for _ in range(3)]))
         t_fwd.append(np.median([ours_fwd() for _ in range(3)]))
         with blas_threads(nt_ref):
+            settle()
             t_ref.append(ref())
         pk.append(max(peak_round(A, Aj, mm)))
     peaks.extend(pk)
@@ -761,7 +780,9 @@ def write(report, args, path):
       "plain NumPy way to handle ragged samples and is the reference of the bar; the vectorised version "
       "needs the bucketing machinery and is shown for completeness. Ratios are medians of per-round "
       f"ratios over {st['rounds']} interleaved rounds; NumPy ran with the BLAS thread count that was "
-      "faster for it in this run.")
+      f"faster for it in this run. Each timed group (ours, each reference, the peak matmuls) starts after "
+      f"a {SETTLE_S} s pause, so that the worker threads the previous library leaves spinning do not "
+      "compete with it for the 2 cores.")
     w("")
     w("## 3. DiagAtt fit and predict")
     w("")

@@ -1,8 +1,19 @@
 """Masked softmax and log-sum-exp over the row axis of padded samples."""
 
+import jax
 import jax.numpy as jnp
 
 __all__ = ["masked_softmax", "masked_log_softmax", "masked_logsumexp"]
+
+
+def _finite_max(masked, axis):
+    # The shift cancels from every result, so it carries no gradient: without
+    # stop_gradient the backward pass would route one through the arg-max
+    # (a compare and a scatter per row) only for it to sum to zero.
+    m = jax.lax.stop_gradient(jnp.max(masked, axis=axis, keepdims=True))
+    # A sample with no valid rows never reaches a kernel (the ragged layer
+    # rejects it), but keep the arithmetic finite for fully padded rows.
+    return jnp.where(jnp.isfinite(m), m, 0.0)
 
 
 def _masked_shift(scores, where):
@@ -10,10 +21,7 @@ def _masked_shift(scores, where):
     # over valid rows only so a garbage padded score cannot shift the result.
     neg = jnp.asarray(-jnp.inf, scores.dtype)
     masked = jnp.where(where, scores, neg)
-    m = jnp.max(masked, axis=-1, keepdims=True)
-    # A sample with no valid rows never reaches a kernel (the ragged layer
-    # rejects it), but keep the arithmetic finite for fully padded rows.
-    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    m = _finite_max(masked, -1)
     return masked - m
 
 
@@ -109,7 +117,6 @@ def masked_logsumexp(scores, where, axis=-1):
     """
     neg = jnp.asarray(-jnp.inf, scores.dtype)
     masked = jnp.where(where, scores, neg)
-    m = jnp.max(masked, axis=axis, keepdims=True)
-    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    m = _finite_max(masked, axis)
     s = jnp.sum(jnp.where(where, jnp.exp(masked - m), 0.0), axis=axis, keepdims=True)
     return jnp.squeeze(jnp.log(s) + m, axis=axis)

@@ -55,6 +55,39 @@ def test_affine_scores_add_the_linear_term_in_the_values_matmul():
     np.testing.assert_array_equal(values, plain)
 
 
+
+@pytest.mark.parametrize("R, affine", [(1, False), (1, True), (3, True)])
+def test_scores_and_values_gradient_matches_autodiff_of_the_formula(R, affine):
+    # The kernel has a hand-written backward pass (one matmul for all
+    # parameter gradients); every cotangent, X's included, must equal the
+    # derivative JAX takes of the plain formula.
+    import jax
+
+    X = jnp.asarray(RNG.randn(3, 5, 4), jnp.float32)
+    W = jnp.asarray(RNG.randn(R, 4, 4), jnp.float32)
+    V = jnp.asarray(RNG.randn(R, 4, 2), jnp.float32)
+    U = jnp.asarray(RNG.randn(R, 4), jnp.float32) if affine else None
+    gp = jnp.asarray(RNG.randn(3, R, 5), jnp.float32)
+    gv = jnp.asarray(RNG.randn(3, R, 5, 2), jnp.float32)
+
+    def formula(X, W, V, U):
+        psi = jnp.einsum("bla,rac,blc->brl", X, W, X)
+        if U is not None:
+            psi = psi + jnp.einsum("bla,ra->brl", X, U)
+        return psi, jnp.einsum("bla,rat->brlt", X, V)
+
+    def kernel(X, W, V, U):
+        return diag_scores_and_values(X, V, W=W, U=U)
+
+    def objective(f):
+        return lambda *a: sum(jnp.sum(o * g) for o, g in zip(f(*a), (gp, gv)))
+
+    argnums = (0, 1, 2, 3) if affine else (0, 1, 2)
+    want = jax.grad(objective(formula), argnums)(X, W, V, U)
+    got = jax.grad(objective(kernel), argnums)(X, W, V, U)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
 def _params(R=2, t=1, d=4, low_rank=False, affine=False):
     p = {
         "log_scale": RNG.randn(R).astype(np.float32) * 0.1,
