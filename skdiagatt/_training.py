@@ -449,6 +449,36 @@ def fit_loop(
     return jax.tree.map(np.asarray, params), result
 
 
+
+def map_device_data(fn, data, *args):
+    """Apply a jitted ``fn(*args, X, where)`` to the real samples of uploaded data.
+
+    ``data`` is what :func:`fit_loop` trains on (from :func:`device_buckets`,
+    or a :class:`ChunkStream`, read once more).  Each bucket is cut into slices
+    of one fixed power-of-two size (about ``2**17`` rows); the last slice is
+    shifted back to end at the bucket's capacity, so every bucket compiles one
+    shape, and the samples it repeats are dropped.
+
+    Returns
+    -------
+    out : ndarray
+        ``fn``'s outputs for all real samples, concatenated (bucket order).
+    y : ndarray
+        The targets of the same samples.
+    """
+    outs, ys = [], []
+    for chunk in _chunks(data):
+        for arrays, m in chunk:
+            cap, L = arrays["X"].shape[:2]
+            size = min(cap, _pow2_at_most(m, max(1, _PREDICT_ROWS // L)))
+            for start in range(0, m, size):
+                s0 = min(start, cap - size)
+                res = fn(*args, arrays["X"][s0 : s0 + size], arrays["where"][s0 : s0 + size])
+                keep = slice(start - s0, start - s0 + min(size, m - start))
+                outs.append(np.asarray(res)[keep])
+            ys.append(np.asarray(arrays["y"][:m]))
+    return np.concatenate(outs), np.concatenate(ys)
+
 def map_buckets(fn, buckets, *args):
     """Apply a jitted ``fn(*args, X, where)`` to every bucket in fixed-size chunks.
 

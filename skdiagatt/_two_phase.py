@@ -57,14 +57,20 @@ class TwoPhaseTraining:
         phases; ``total_steps(epochs)`` gives a phase's schedule length when the
         data are a chunk stream.
         """
+        frozen = self._frozen(c, S, d)
         params, results = self._train_two_phases(
-            self._loss_fn, family, params, self._frozen(c, S, d), loop,
+            self._loss_fn, family, params, frozen, loop,
             calibrated=self._calibrated, held=self._held, total_steps=total_steps,
         )
+        params = self._refit_readout(params, frozen, loop["data"], family)
         self._set_fitted(params, c, S, d, results, meta)
         # A full fit starts any later partial_fit with a fresh optimizer.
         self.__dict__.pop("_partial_state", None)
         return self
+
+    def _refit_readout(self, params, frozen, data, family):
+        """The trained parameters, after any exact refit of the read-out (none here)."""
+        return params
 
     def _check_warm(self, d):
         """Whether this fit continues the previous one (``warm_start`` and fitted)."""

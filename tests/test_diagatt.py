@@ -216,7 +216,8 @@ def test_classifier_rejects_single_class_and_unseen_warm_classes(cls_data):
 
 @pytest.mark.parametrize("param, value", [("n_heads", 0), ("temperature", -1.0), ("objective", "x"),
                                           ("learning_rate", 0.0), ("rank", 0), ("validation_fraction", 1.5),
-                                          ("score_form", "cubic"), ("exclusive_heads", "yes")])
+                                          ("score_form", "cubic"), ("exclusive_heads", "yes"),
+                                          ("value_refit", "yes")])
 def test_bad_parameters(reg_data, param, value):
     X, y, _, _ = reg_data
     with pytest.raises(ValueError, match=param):
@@ -315,6 +316,55 @@ def test_exclusive_heads_change_nothing_with_one_head(reg_data):
     np.testing.assert_array_equal(plain.predict(X), excl.predict(X))
 
 
+
+def _mean_pooled_problem(seed=0, n=150):
+    rng = np.random.RandomState(seed)
+    X = [rng.randn(rng.randint(2, 8), 3) for _ in range(n)]
+    y = np.array([int(x.mean(0) @ [1.5, -1.0, 0.5] + 0.3 * rng.randn() > 0) for x in X])
+    return X, y
+
+
+def test_value_refit_with_uniform_attention_is_logistic_regression_on_mean_pooled_rows():
+    """A huge temperature makes the attention uniform: the refitted read-out is
+    then L2-logistic regression on the mean-pooled (scaled, whitened) rows."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _mean_pooled_problem()
+    av = 0.02
+    clf = DiagAttClassifier(temperature=1e9, objective="attention", value_refit=True,
+                            alpha_value=av, max_iter=2, random_state=0).fit(X, y)
+    H = np.array([clf.input_scale_ * x.mean(0) @ clf.preconditioner_ for x in X])
+    # scikit-learn minimises C sum(loss) + ||w||^2 / 2, ours mean(loss) + av ||V||^2.
+    ref = LogisticRegression(C=1.0 / (2 * len(X) * av), tol=1e-10, max_iter=10_000).fit(H, y)
+    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(H), atol=2e-4)
+    np.testing.assert_allclose(clf.params_["V"][0, :, 0], ref.coef_[0], rtol=1e-3, atol=1e-3)
+
+
+def test_value_refit_reaches_the_minimum_of_the_readout_objective(reg_data):
+    import jax
+
+    from skdiagatt.kernels.diagatt import pooled_rows
+    from skdiagatt.kernels.glm import readout_objective
+
+    X, y, _, _ = reg_data
+    plain = DiagAttRegressor(n_heads=2, alpha_value=0.01, **FAST).fit(X, y)
+    refit = DiagAttRegressor(n_heads=2, alpha_value=0.01, value_refit=True, **FAST).fit(X, y)
+    # Same scores (the refit comes after training), new read-out.
+    np.testing.assert_array_equal(plain.query_key_, refit.query_key_)
+    frozen = refit._frozen_fitted()
+    samples = [np.asarray(x, np.float32) for x in X]
+    H = np.concatenate([np.asarray(pooled_rows(refit.params_, frozen, x[None], np.ones((1, len(x)), bool)))
+                        for x in samples])
+    Y = ((y[:, None] - refit.y_mean_) / refit.y_scale_).astype(np.float32)
+
+    def objective(p):
+        return readout_objective(p["V"], p["b"], H, Y, p["log_sigma"], 0.01, "gaussian")
+
+    grads = jax.grad(objective)(refit.params_)
+    assert max(float(np.max(np.abs(grads[k]))) for k in ("V", "b")) < 1e-4
+    assert objective(refit.params_) < objective({**plain.params_})
+
+
 def test_warm_start_with_other_score_form_is_refused(reg_data):
     X, y, _, _ = reg_data
     est = DiagAttRegressor(warm_start=True, **FAST).fit(X, y)
@@ -325,7 +375,8 @@ def test_warm_start_with_other_score_form_is_refused(reg_data):
 @pytest.mark.parametrize("kw", [dict(rank=2), dict(rank=2, symmetric=False), dict(objective="attention"),
                                 dict(score_form="affine"), dict(score_form="affine", rank=2),
                                 dict(whiten=False), dict(early_stopping=True, validation_fraction=0.25),
-                                dict(n_heads=2, exclusive_heads=True)])
+                                dict(n_heads=2, exclusive_heads=True),
+                                dict(n_heads=2, value_refit=True, alpha_value=0.01)])
 def test_options_fit_and_stay_finite(reg_data, kw):
     X, y, _, _ = reg_data
     est = DiagAttRegressor(**{**FAST, **kw}).fit(X, y)

@@ -50,7 +50,8 @@ def _chunks(X, y, size):
 
 
 # ------------------------------------------------------------- beyond memory
-@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST)])
+@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST),
+                                     (DiagAttRegressor, {**FAST, "value_refit": True, "alpha_value": 0.01})])
 def test_one_chunk_is_the_in_memory_fit(data, Est, kw):
     X, y = data
     _same(Est(**kw).fit(X, y), Est(**kw).fit_chunks([(X, y)]))

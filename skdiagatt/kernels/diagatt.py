@@ -32,6 +32,7 @@ __all__ = [
     "head_weights",
     "competing_scores",
     "diagatt_forward",
+    "pooled_rows",
     "latent_row_loss",
     "attention_loss",
     "penalty",
@@ -304,6 +305,50 @@ def diagatt_forward(params, frozen, X, where):
     head_out = jnp.einsum("brl,brlt->brt", kappa, rows)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
 
+
+
+def pooled_rows(params, frozen, X, where):
+    """Each head's attention-pooled row in the coordinates of ``V``, shape (B, R, d).
+
+    ``H_r = c S X^T kappa_r``, so that the prediction of
+    :func:`diagatt_forward` is ``z = b + sum_r <H_r, V_r>``: linear in the
+    read-out ``(V, b)`` once the weights are fixed (see
+    :mod:`skdiagatt.kernels.glm`).
+
+    Parameters
+    ----------
+    params, frozen : dict
+    X : array, shape (B, L, d)
+    where : bool array, shape (B, L)
+
+    Returns
+    -------
+    array, shape (B, R, d)
+
+    Examples
+    --------
+    One head with scores ``x^T x`` on rows (1, 0) and (0, 3), weights
+    ``softmax(1, 9)``, rows scaled by ``c = 2``:
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.diagatt import diagatt_forward, pooled_rows
+    >>> params = {"W": np.eye(2, dtype=np.float32)[None], "V": np.ones((1, 2, 1), np.float32),
+    ...           "b": np.zeros(1, np.float32), "log_scale": np.zeros(1, np.float32)}
+    >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(2.0), "inv_tau": np.float32(0.5)}
+    >>> X, where = jnp.array([[[1.0, 0.0], [0.0, 3.0]]]), jnp.ones((1, 2), bool)
+    >>> H = pooled_rows(params, frozen, X, where)                  # (1, 1, 2)
+    >>> k = np.exp([2.0, 18.0]) / np.exp([2.0, 18.0]).sum()       # c^2 x^T x * inv_tau
+    >>> bool(np.allclose(H[0, 0], 2.0 * np.array([k[0], 3 * k[1]]), rtol=1e-5))
+    True
+    >>> z, _ = diagatt_forward(params, frozen, X, where)           # z = b + <H, V>
+    >>> bool(np.allclose(z[0, 0], H.sum(), rtol=1e-5))
+    True
+    """
+    kappa = head_weights(params, frozen, X, where)
+    pooled = jnp.einsum("brl,bld->brd", kappa, X)
+    # S is symmetric: (c S X^T kappa_r)^T = c (X^T kappa_r)^T S.
+    return frozen["x_scale"] * (pooled @ frozen["S"])
 
 def latent_row_loss(params, frozen, X, where, y, family):
     """Negative log-likelihood of the latent-row (mixture-of-experts) view, per sample.
