@@ -77,13 +77,20 @@ def load():
 # After a call, OpenBLAS keeps its worker threads spinning for a while (on the
 # order of 0.1 s), and so may XLA's pool: on 2 cores whatever runs next then
 # competes with them (measured: our DiagAtt step 5.9 ms right after a jitted
-# matmul, 11.6 ms right after a NumPy one).  Every timed group of the
-# interleaved rounds starts after this pause, NumPy's and ours alike.
-SETTLE_S = 0.3
+# matmul, 11.6 ms right after a NumPy one).  A pause lets them stop, but on this
+# virtual machine the first milliseconds after an idle pause run slowly too
+# (the same step: 9.0 ms right after a 0.3 s sleep, 6.6 ms once warmed up).
+# So every timed group of the interleaved rounds, NumPy's and ours alike,
+# starts with the pause and then runs untimed for WARM_S.
+SETTLE_S, WARM_S = 0.3, 0.03
 
 
-def settle():
+def settle(fn):
+    """Pause, then call ``fn`` untimed for ``WARM_S`` seconds."""
     time.sleep(SETTLE_S)
+    start = time.perf_counter()
+    while time.perf_counter() - start < WARM_S:
+        jax.block_until_ready(fn())
 
 
 def blas_threads(n):
@@ -120,9 +127,9 @@ def check(ok):
 
 # ------------------------------------------------------------------- peak
 def peak_round(A, Aj, mm):
-    settle()
+    settle(lambda: A @ A)
     t_np = timed(lambda: A @ A)
-    settle()
+    settle(lambda: mm(Aj, Aj))
     t_jax = timed(lambda: mm(Aj, Aj))
     flops = 2.0 * A.shape[0] ** 3
     return flops / t_np / 1e9, flops / t_jax / 1e9
@@ -404,13 +411,13 @@ def section_diagatt_step(report, peaks, rounds):
     mm(Aj, Aj).block_until_ready()
     t_ours, t_loop, t_vec, pk = [], [], [], []
     for _ in range(rounds):
-        settle()
+        settle(ours)
         t_ours.append(np.median([ours() for _ in range(8)]))
         with blas_threads(threads["loop"]):
-            settle()
+            settle(ref_loop)
             t_loop.append(ref_loop())
         with blas_threads(threads["vec"]):
-            settle()
+            settle(ref_vec)
             t_vec.append(ref_vec())
         pk.append(max(peak_round(A, Aj, mm)))
     peaks.extend(pk)
@@ -549,11 +556,11 @@ def section_ntk(report, peaks, rounds, quick):
     mm = jax.jit(lambda a, b: a @ b)
     t_ours, t_fwd, t_ref, pk = [], [], [], []
     for _ in range(max(3, rounds // 2)):
-        settle()
+        settle(ours)
         t_ours.append(np.median([ours() for _ in range(3)]))
         t_fwd.append(np.median([ours_fwd() for _ in range(3)]))
         with blas_threads(nt_ref):
-            settle()
+            settle(ref)
             t_ref.append(ref())
         pk.append(max(peak_round(A, Aj, mm)))
     peaks.extend(pk)
@@ -780,9 +787,10 @@ def write(report, args, path):
       "plain NumPy way to handle ragged samples and is the reference of the bar; the vectorised version "
       "needs the bucketing machinery and is shown for completeness. Ratios are medians of per-round "
       f"ratios over {st['rounds']} interleaved rounds; NumPy ran with the BLAS thread count that was "
-      f"faster for it in this run. Each timed group (ours, each reference, the peak matmuls) starts after "
+      f"faster for it in this run. Each timed group (ours, each reference, the peak matmuls) starts with "
       f"a {SETTLE_S} s pause, so that the worker threads the previous library leaves spinning do not "
-      "compete with it for the 2 cores.")
+      f"compete with it for the 2 cores, and then {1000 * WARM_S:.0f} ms of untimed calls of its own "
+      "(this virtual machine runs slowly for a few milliseconds after an idle pause).")
     w("")
     w("## 3. DiagAtt fit and predict")
     w("")
