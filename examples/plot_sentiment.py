@@ -178,6 +178,25 @@ def select_tokens(name, pipe, texts, top_k):
     return est.localize(Z, top_k=top_k)
 
 
+def attention_flatness(pipe, texts):
+    """Median over snippets of the weights' entropy / log(p), heads averaged (1 = uniform).
+
+    NaN for methods without attention weights.  A selection is only as
+    meaningful as the weights are peaked: near 1 the model is close to mean
+    pooling, whatever its arg-max token.
+    """
+    try:
+        A = pipe[-1].attention(pipe[:-1].transform(texts))  # list of (R, p_i)
+    except (AttributeError, NotImplementedError):
+        return float("nan")
+    vals = [
+        float(np.mean(-np.sum(a * np.log(np.maximum(a, 1e-30)), axis=-1)) / np.log(a.shape[-1]))
+        for a in A
+        if a.shape[-1] > 1
+    ]
+    return float(np.median(vals))
+
+
 # %%
 # One repetition of the paper's protocol
 # --------------------------------------
@@ -208,6 +227,7 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
             "params": search.best_params_,
             "secs": time.perf_counter() - start,
         }
+        row["flatness"] = attention_flatness(model, X_te)
         for key, k in (("own", None), ("top1", 1), ("top3", 3)):
             sel = select_tokens(name, model, X_te, k)
             words = [[words_of[i][j] for j in s] for i, s in zip(te, sel)]
@@ -366,8 +386,8 @@ def main(argv=None):
         f"**{n_reps} repetition{'s' if n_reps > 1 else ''}** in {total_s:.0f} s (mean ± standard "
         "deviation over repetitions).",
         "",
-        "| method | test accuracy | test cross-entropy | lexicon precision, own selection | tokens selected | lexicon precision, top-1 | lexicon precision, top-3 | settings chosen | seconds per repetition |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | test accuracy | test cross-entropy | lexicon precision, own selection | tokens selected | lexicon precision, top-1 | lexicon precision, top-3 | attention entropy / log p | settings chosen | seconds per repetition |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in all_methods:
         chosen = collections.Counter(str(r["params"]) for r in rows if r["method"] == name)
@@ -375,6 +395,8 @@ def main(argv=None):
             f"| {name} | {fmt(name, 'acc')} | {fmt(name, 'ce')} | {fmt(name, 'lex_own')} | "
             f"{summarize(rows, name, 'n_sel')[0]:.2f} | {fmt(name, 'lex_top1')} | "
             f"{fmt(name, 'lex_top3')} | "
+            + ("" if np.isnan(summarize(rows, name, "flatness")[0]) else fmt(name, "flatness"))
+            + " | "
             + ", ".join(f"`{k}` x{v}" for k, v in chosen.most_common())
             + f" | {summarize(rows, name, 'secs')[0]:.0f} |"
         )
@@ -397,6 +419,28 @@ def main(argv=None):
         "for logistic regression the token whose term `x_j . w` pushes hardest towards the "
         "predicted class (mean pooling is linear, so that is its exact contribution). *Top-1 / "
         "top-3*: the 1 or 3 tokens of largest weight, the same budget for every method.",
+        "",
+        "*Attention entropy / log p*: per test snippet the entropy of the attention weights "
+        "divided by that of uniform weights (heads averaged), median over snippets: 1 means the "
+        "model pools the tokens almost evenly (mean pooling), and its arg-max token then rests on "
+        "small differences.",
+        "",
+        "Paired differences on the same splits (mean ± standard error over repetitions; splits "
+        "where the first method is better):",
+        "",
+    ]
+    for a_name in [m for m in all_methods if m.startswith("DiagAtt")]:
+        for b_name in [m for m in all_methods if m.startswith(("StdAtt", "Logistic"))]:
+            for key, what in (("acc", "accuracy"), ("lex_own", "lexicon precision (own)")):
+                da = {r["rep"]: r[key] for r in rows if r["method"] == a_name}
+                db = {r["rep"]: r[key] for r in rows if r["method"] == b_name}
+                diff = np.array([da[k] - db[k] for k in da if k in db])
+                se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else float("nan")
+                lines.append(
+                    f"- {a_name} minus {b_name}, {what}: {diff.mean():+.3f} ± {se:.3f} "
+                    f"({int(np.sum(diff > 0))} of {diff.size} better, {int(np.sum(diff == 0))} tied)"
+                )
+    lines += [
         "",
         f"References: a token drawn at random is a lexicon word of the right polarity "
         f"{random_prec:.3f} of the time; {ceiling:.3f} of the snippets contain one at all "
