@@ -115,7 +115,7 @@ def methods(quick, n_pca, seed, max_tokens):
     g = (lambda full, small: small if quick else full)  # noqa: E731
     # value_refit: the read-out is refitted exactly (L2-logistic regression on
     # the attention-pooled tokens) after training; Adam's few epochs leave it
-    # short of that minimum, which cost about 3 points of accuracy here
+    # short of that minimum, which cost 2 to 3 points of accuracy here
     # (docs/real_data.md).  Its penalty alpha_value is then searched like C.
     diagatt_grid = {
         "est__alpha": g([0.1, 0.3, 1.0], [0.3]),
