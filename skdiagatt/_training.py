@@ -449,7 +449,6 @@ def fit_loop(
     return jax.tree.map(np.asarray, params), result
 
 
-
 def map_device_data(fn, data, *args):
     """Apply a jitted ``fn(*args, X, where)`` to the real samples of uploaded data.
 
@@ -476,8 +475,9 @@ def map_device_data(fn, data, *args):
                 res = fn(*args, arrays["X"][s0 : s0 + size], arrays["where"][s0 : s0 + size])
                 keep = slice(start - s0, start - s0 + min(size, m - start))
                 outs.append(np.asarray(res)[keep])
-            ys.append(np.asarray(arrays["y"][:m]))
+            ys.append(np.asarray(arrays["y"])[:m])  # slicing on the device would compile per m
     return np.concatenate(outs), np.concatenate(ys)
+
 
 def map_buckets(fn, buckets, *args):
     """Apply a jitted ``fn(*args, X, where)`` to every bucket in fixed-size chunks.

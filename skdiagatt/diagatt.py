@@ -15,7 +15,7 @@ from ._base import (
 )
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets, fit_loop, map_buckets, map_device_data
+from ._training import device_buckets, fit_loop, map_buckets, map_device_data, round_count
 from ._two_phase import TwoPhaseTraining
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import diagatt_forward, diagatt_loss, head_weights, pooled_rows, query_key
@@ -160,9 +160,15 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         if not self.value_refit:
             return params
         H, Y = map_device_data(_pooled, data, params, frozen)
+        # Padded like the training buckets (weight-0 filler up to a rounded
+        # count), so that fits of similar size reuse the compiled solver.
+        n = len(H)
+        fill = round_count(n) - n
+        w = np.concatenate([np.ones(n, np.float32), np.zeros(fill, np.float32)])
+        pad = lambda a: np.pad(a, [(0, fill)] + [(0, 0)] * (a.ndim - 1))  # noqa: E731
         V, b, _ = fit_readout(
-            params["V"], params["b"], H, Y, params["log_sigma"],
-            np.float32(self.alpha_value), family,
+            params["V"], params["b"], pad(H), pad(Y), params["log_sigma"],
+            np.float32(self.alpha_value), family, w=w,
         )
         return {**params, "V": np.asarray(V), "b": np.asarray(b)}
 

@@ -26,7 +26,7 @@ from .losses import LOGLIK
 __all__ = ["readout_objective", "fit_readout"]
 
 
-def readout_objective(V, b, H, Y, log_sigma, alpha_value, family):
+def readout_objective(V, b, H, Y, log_sigma, alpha_value, family, w=None):
     """Mean negative log-likelihood of the read-out plus ``alpha_value * ||V||^2``.
 
     Parameters
@@ -39,6 +39,8 @@ def readout_objective(V, b, H, Y, log_sigma, alpha_value, family):
         Used by the Gaussian family only.
     alpha_value : float
     family : {"gaussian", "bernoulli", "categorical"}
+    w : array, shape (n,), optional
+        Sample weights of the mean (0 for filler samples); default all 1.
 
     Returns
     -------
@@ -61,18 +63,21 @@ def readout_objective(V, b, H, Y, log_sigma, alpha_value, family):
     True
     """
     z = b + jnp.einsum("nrd,rdt->nt", H, V)
-    nll = -jnp.mean(LOGLIK[family](Y, z, log_sigma))
+    ll = LOGLIK[family](Y, z, log_sigma)
+    nll = -(jnp.mean(ll) if w is None else jnp.sum(w * ll) / jnp.sum(w))
     return nll + alpha_value * jnp.sum(V * V)
 
 
 @partial(jax.jit, static_argnames=("family", "max_iter"))
-def fit_readout(V, b, H, Y, log_sigma, alpha_value, family, max_iter=500, tol=1e-6):
+def fit_readout(V, b, H, Y, log_sigma, alpha_value, family, max_iter=500, tol=1e-6, w=None):
     """Minimise :func:`readout_objective` over ``(V, b)`` by L-BFGS from ``(V, b)``.
 
     Parameters
     ----------
-    V, b, H, Y, log_sigma, alpha_value, family
-        As in :func:`readout_objective`; ``V`` and ``b`` are the start.
+    V, b, H, Y, log_sigma, alpha_value, family, w
+        As in :func:`readout_objective`; ``V`` and ``b`` are the start.  Pad
+        ``H`` and ``Y`` to a fixed count with weight-0 samples to reuse the
+        compiled solver across data sets of similar size.
     max_iter : int
         Iterations at most (each one gradient and a line search).
     tol : float
@@ -99,7 +104,7 @@ def fit_readout(V, b, H, Y, log_sigma, alpha_value, family, max_iter=500, tol=1e
     True
     """
     def objective(theta):
-        return readout_objective(theta["V"], theta["b"], H, Y, log_sigma, alpha_value, family)
+        return readout_objective(theta["V"], theta["b"], H, Y, log_sigma, alpha_value, family, w)
 
     solver = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
