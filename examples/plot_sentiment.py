@@ -161,10 +161,20 @@ def methods(quick, n_pca, seed, max_tokens):
     return out
 
 
-def select_tokens(name, pipe, texts, top_k):
-    """Rows each method selects in each text (None: the method's own ``localize()``)."""
+def select_tokens(name, pipe, texts, top_k, by="own"):
+    """Rows each method selects in each text (None: the method's own ``localize()``).
+
+    ``by="contribution"``: the token whose term in the output pushes hardest
+    towards the predicted class, for the methods whose output is a sum of
+    per-token terms (DiagAtt, logistic regression on mean-pooled tokens);
+    None for the others.
+    """
     Z = pipe[:-1].transform(texts)
     est = pipe[-1]
+    if by == "contribution" and name.startswith("DiagAtt"):
+        return est.localize(Z, top_k=top_k, by="contribution")
+    if by == "contribution" and not name.startswith("Logistic"):
+        return None
     if name.startswith("Logistic"):
         # Mean pooling is linear: token j adds x_j . w / p to the logit.  Select
         # the tokens pushing hardest towards the predicted class.
@@ -228,8 +238,11 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
             "secs": time.perf_counter() - start,
         }
         row["flatness"] = attention_flatness(model, X_te)
-        for key, k in (("own", None), ("top1", 1), ("top3", 3)):
-            sel = select_tokens(name, model, X_te, k)
+        for key, k, by in (("own", None, "own"), ("top1", 1, "own"), ("top3", 3, "own"), ("contrib", 1, "contribution")):
+            sel = select_tokens(name, model, X_te, k, by)
+            if sel is None:
+                row["lex_" + key] = float("nan")
+                continue
             words = [[words_of[i][j] for j in s] for i, s in zip(te, sel)]
             row["lex_" + key] = lexicon_precision(words, y_te, lexicon)
             if key == "own":
@@ -241,6 +254,7 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
         print(
             f"  rep {rep} {name:34s} acc {row['acc']:.3f} CE {row['ce']:.3f} "
             f"lexicon precision own {row['lex_own']:.3f} top-1 {row['lex_top1']:.3f} "
+            f"by contribution {row['lex_contrib']:.3f} "
             f"{row['params']} {row['secs']:.0f}s",
             flush=True,
         )
@@ -386,8 +400,8 @@ def main(argv=None):
         f"**{n_reps} repetition{'s' if n_reps > 1 else ''}** in {total_s:.0f} s (mean ± standard "
         "deviation over repetitions).",
         "",
-        "| method | test accuracy | test cross-entropy | lexicon precision, own selection | tokens selected | lexicon precision, top-1 | lexicon precision, top-3 | attention entropy / log p | settings chosen | seconds per repetition |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| method | test accuracy | test cross-entropy | lexicon precision, own selection | tokens selected | lexicon precision, top-1 | lexicon precision, top-3 | lexicon precision, by contribution | attention entropy / log p | settings chosen | seconds per repetition |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in all_methods:
         chosen = collections.Counter(str(r["params"]) for r in rows if r["method"] == name)
@@ -395,6 +409,8 @@ def main(argv=None):
             f"| {name} | {fmt(name, 'acc')} | {fmt(name, 'ce')} | {fmt(name, 'lex_own')} | "
             f"{summarize(rows, name, 'n_sel')[0]:.2f} | {fmt(name, 'lex_top1')} | "
             f"{fmt(name, 'lex_top3')} | "
+            + ("" if np.isnan(summarize(rows, name, "lex_contrib")[0]) else fmt(name, "lex_contrib"))
+            + " | "
             + ("" if np.isnan(summarize(rows, name, "flatness")[0]) else fmt(name, "flatness"))
             + " | "
             + ", ".join(f"`{k}` x{v}" for k, v in chosen.most_common())
@@ -418,7 +434,11 @@ def main(argv=None):
         "largest group norm for the group lasso (the paper lets competitors pick up to 5), and "
         "for logistic regression the token whose term `x_j . w` pushes hardest towards the "
         "predicted class (mean pooling is linear, so that is its exact contribution). *Top-1 / "
-        "top-3*: the 1 or 3 tokens of largest weight, the same budget for every method.",
+        "top-3*: the 1 or 3 tokens of largest weight, the same budget for every method. *By "
+        "contribution*: the same rule for both models whose output is a sum of per-token terms: "
+        "the token whose term pushes hardest towards the predicted class — `kappa_j x_j . v` for "
+        "DiagAtt (`localize(X, top_k=1, by=\"contribution\")`), `x_j . w / p` for logistic "
+        "regression (its own selection).",
         "",
         "*Attention entropy / log p*: per test snippet the entropy of the attention weights "
         "divided by that of uniform weights (heads averaged), median over snippets: 1 means the "
@@ -431,7 +451,10 @@ def main(argv=None):
     ]
     for a_name in [m for m in all_methods if m.startswith("DiagAtt")]:
         for b_name in [m for m in all_methods if m.startswith(("StdAtt", "Logistic"))]:
-            for key, what in (("acc", "accuracy"), ("lex_own", "lexicon precision (own)")):
+            pairs = [("acc", "accuracy"), ("lex_own", "lexicon precision (own)")]
+            if b_name.startswith("Logistic"):
+                pairs.append(("lex_contrib", "lexicon precision (both by contribution)"))
+            for key, what in pairs:
                 da = {r["rep"]: r[key] for r in rows if r["method"] == a_name}
                 db = {r["rep"]: r[key] for r in rows if r["method"] == b_name}
                 diff = np.array([da[k] - db[k] for k in da if k in db])

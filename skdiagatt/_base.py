@@ -352,7 +352,7 @@ class MatrixSampleEstimator(BaseEstimator):
         buckets = self._buckets(X)
         return check_finite_output(unpad(buckets, self._head_weights(buckets)), "attention weight")
 
-    def localize(self, X, top_k=None):
+    def localize(self, X, top_k=None, by="attention"):
         """Rows of interest of each sample.
 
         Parameters
@@ -361,8 +361,14 @@ class MatrixSampleEstimator(BaseEstimator):
         top_k : int or None, default=None
             None: the arg-max row of each head (at most ``n_heads`` distinct
             rows, in head order).  An int: the ``top_k`` rows of largest total
-            attention weight over the heads, largest first (all rows if the
-            sample has fewer).
+            over the heads, largest first (all rows if the sample has fewer).
+        by : {"attention", "contribution"}, default="attention"
+            "attention": rank rows by attention weight.  "contribution"
+            (DiagAtt): by the row's term in the output
+            (``row_contributions``) in the direction of the prediction:
+            towards the predicted class, or away from ``intercept_`` for each
+            target; the rule that selects rows from a linear model on
+            mean-pooled rows, so the two can be compared.
 
         Returns
         -------
@@ -371,7 +377,7 @@ class MatrixSampleEstimator(BaseEstimator):
         if top_k is not None:
             _check_positive_int(top_k, "top_k")
         out = []
-        for w in self.attention(X):
+        for w in self._row_ranking(X, by):
             if top_k is None:
                 rows = np.argmax(w, axis=1)
                 _, first = np.unique(rows, return_index=True)
@@ -380,3 +386,9 @@ class MatrixSampleEstimator(BaseEstimator):
                 total = w.sum(axis=0)
                 out.append(np.argsort(-total, kind="stable")[:top_k].astype(np.int64))
         return out
+
+    def _row_ranking(self, X, by):
+        """Per sample an array (n_heads, p_i) whose larger entries mark the rows of interest."""
+        if by != "attention":
+            raise ValueError(f'{type(self).__name__} localizes by "attention" only, got by={by!r}')
+        return self.attention(X)

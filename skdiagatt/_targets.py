@@ -30,6 +30,20 @@ class StandardizedTargetsMixin:
     def _set_target_meta(self, meta):
         self._y_ndim, self.y_mean_, self.y_scale_ = meta
 
+    def _to_output(self, z, offset=True):
+        """Internal ``z`` (..., t) in the targets' units; the last axis dropped for 1-D y.
+
+        ``offset=False`` for terms that add up to ``z`` minus its intercept:
+        they are scaled but not shifted by the targets' mean.
+        """
+        z = z.astype(np.float64) * self.y_scale_ + (self.y_mean_ if offset else 0.0)
+        return z[..., 0] if self._y_ndim == 1 else z
+
+    @staticmethod
+    def _push_direction(z, terms):
+        """(n, t): each target's sign of the prediction's departure from the intercept."""
+        return np.sign(terms)
+
     def predict(self, X):
         """Predicted responses.
 
@@ -41,8 +55,7 @@ class StandardizedTargetsMixin:
         -------
         ndarray of shape (n,) or (n, n_targets)
         """
-        z = self._decision(X).astype(np.float64) * self.y_scale_ + self.y_mean_
-        return z[:, 0] if self._y_ndim == 1 else z
+        return self._to_output(self._decision(X))
 
 
 class LabelTargetsMixin:
@@ -74,10 +87,21 @@ class LabelTargetsMixin:
     def _set_target_meta(self, classes):
         self.classes_ = classes
 
+    def _to_output(self, z, offset=True):
+        """Internal logits (..., t) as float64; the last axis dropped for two classes."""
+        z = z.astype(np.float64)
+        return z[..., 0] if len(self.classes_) == 2 else z
+
+    @staticmethod
+    def _push_direction(z, terms):
+        """(n, t): towards the predicted class (the logit's sign, or its centred one-hot)."""
+        if z.shape[1] == 1:
+            return np.where(z > 0, 1.0, -1.0)
+        return np.eye(z.shape[1])[np.argmax(z, axis=1)] - 1.0 / z.shape[1]
+
     def decision_function(self, X):
         """Logits: shape (n,) for two classes (positive = ``classes_[1]``), else (n, n_classes)."""
-        z = self._decision(X).astype(np.float64)
-        return z[:, 0] if len(self.classes_) == 2 else z
+        return self._to_output(self._decision(X))
 
     def predict_log_proba(self, X):
         """Log class probabilities, shape (n, n_classes), finite for any finite logit."""

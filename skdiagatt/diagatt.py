@@ -4,6 +4,7 @@ import jax
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
     MatrixSampleEstimator,
@@ -18,7 +19,14 @@ from ._ragged import check_ragged, make_buckets, unpad
 from ._training import device_buckets, fit_loop, map_buckets, map_device_data, round_count
 from ._two_phase import TwoPhaseTraining
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
-from .kernels.diagatt import diagatt_forward, diagatt_loss, head_weights, pooled_rows, query_key
+from .kernels.diagatt import (
+    diagatt_forward,
+    diagatt_loss,
+    head_weights,
+    pooled_rows,
+    query_key,
+    row_contributions,
+)
 from .kernels.glm import fit_readout
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
@@ -26,6 +34,7 @@ __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
 _forward = jax.jit(diagatt_forward)
 _weights = jax.jit(head_weights)
 _pooled = jax.jit(pooled_rows)
+_contributions = jax.jit(row_contributions)
 
 
 def _concatenate_targets(parts):
@@ -351,6 +360,60 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         frozen = self._frozen_fitted()
         return map_buckets(lambda X_, w_: _weights(self.params_, frozen, X_, w_), buckets)
 
+    def _internal_contributions(self, X):
+        """Per sample ``(n_heads, p_i, t)`` terms in the internal scale, and ``z`` (n, t)."""
+        buckets = self._buckets(X)
+        frozen = self._frozen_fitted()
+        per_bucket = map_buckets(
+            lambda X_, w_: _contributions(self.params_, frozen, X_, w_), buckets
+        )  # (m_b, R, L, t): rows last for unpad, then back
+        terms = unpad(buckets, [np.moveaxis(c, 2, 3) for c in per_bucket])
+        terms = check_finite_output([np.swapaxes(c, 1, 2) for c in terms], "row contribution")
+        z = np.stack([c.sum(axis=(0, 1)) for c in terms]) + self.params_["b"]
+        return terms, z
+
+    def row_contributions(self, X):
+        """Each row's additive term in the output, per head.
+
+        With the attention weights fixed the output is linear in the rows:
+        the terms ``kappa_rl x_l v_r`` of all heads r and rows l, plus
+        ``intercept_``, give ``predict`` (regressor, in the targets' units)
+        or ``decision_function`` (classifier, logits).  A term's sign says
+        which way the row moves the output; a row can carry a large weight
+        and a small term.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+
+        Returns
+        -------
+        list of ndarray of shape (n_heads, p_i), or (n_heads, p_i, n_outputs)
+            The last axis for several targets or more than two classes.
+        """
+        terms, _ = self._internal_contributions(X)
+        return [self._to_output(c, offset=False) for c in terms]
+
+    @property
+    def intercept_(self):
+        """The output of a sample whose rows contribute nothing: ``b`` in output units.
+
+        A float, or ndarray of shape (n_outputs,) for several targets or more
+        than two classes.
+        """
+        check_is_fitted(self)
+        out = self._to_output(np.asarray(self.params_["b"]))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _row_ranking(self, X, by):
+        if by == "attention":
+            return self.attention(X)
+        if by != "contribution":
+            raise ValueError(f'by must be "attention" or "contribution", got {by!r}')
+        terms, z = self._internal_contributions(X)
+        direction = self._push_direction(z, z - self.params_["b"])  # (n, t)
+        return [c @ u for c, u in zip(terms, direction)]
+
     @property
     def query_key_(self):
         """Query-key matrices in input coordinates, temperature included, shape (n_heads, d, d).
@@ -475,6 +538,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``log_sigma`` (t,)), in standardized target units.
     query_key_ : ndarray of shape (n_heads, d, d)
         Score matrices in input coordinates, temperature included.
+    intercept_ : float or ndarray of shape (n_targets,)
+        The prediction when every row's term (:meth:`row_contributions`) is 0.
     linear_score_ : ndarray of shape (n_heads, d)
         Linear score terms in input coordinates, temperature included (zeros
         unless ``score_form="affine"``).
@@ -564,6 +629,9 @@ early_stopping, validation_fraction, random_state, verbose, warm_start
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    intercept_ : float or ndarray of shape (n_classes,)
+        The logit(s) when every row's term (:meth:`row_contributions`) is 0:
+        a float for two classes.
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
 validation_scores_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).

@@ -52,9 +52,11 @@ def test_tags_declare_matrix_input(Est):
 
 def test_unfitted_raises(reg_data):
     X = reg_data[0]
-    for method in ("predict", "localize", "attention"):
+    for method in ("predict", "localize", "attention", "row_contributions"):
         with pytest.raises(NotFittedError):
             getattr(DiagAttRegressor(), method)(X)
+    with pytest.raises(NotFittedError):
+        DiagAttClassifier().intercept_
 
 
 # -------------------------------------------------------------- user flows
@@ -161,6 +163,47 @@ def test_attention_and_localize_shapes(fitted_reg, reg_data):
     assert all(len(r) == min(3, x.shape[0]) for r, x in zip(top, X))
     w = fitted_reg.attention(X[:1])[0].sum(axis=0)
     assert top[0][0] == np.argmax(w)
+
+
+def _outputs_and_contributions(est, X):
+    out = est.decision_function(X) if hasattr(est, "classes_") else est.predict(X)
+    return out, est.row_contributions(X)
+
+
+def test_row_contributions_add_up_to_the_output(fitted_reg, reg_data, cls_data):
+    X, y, _, _ = reg_data
+    Xc, yc, _, _ = cls_data
+    models = [
+        (fitted_reg, X, ()),
+        (DiagAttRegressor(**FAST).fit(X, np.column_stack([y, 1 - 2 * y])), X, (2,)),
+        (DiagAttClassifier(**FAST).fit(Xc, np.array(["neg", "pos"])[yc]), Xc, ()),
+        (DiagAttClassifier(n_heads=2, **FAST).fit(Xc, np.arange(len(Xc)) % 3), Xc, (3,)),
+    ]
+    for est, data, tail in models:
+        out, terms = _outputs_and_contributions(est, data[:12])
+        assert np.shape(est.intercept_) == tail
+        for x, c, o in zip(data[:12], terms, out):
+            assert c.shape == (est.n_heads, x.shape[0]) + tail
+            np.testing.assert_allclose(c.sum(axis=(0, 1)) + est.intercept_, o, rtol=1e-4, atol=1e-5)
+
+
+def test_localize_by_contribution_follows_the_prediction(fitted_reg, reg_data, cls_data):
+    X = reg_data[0][:15]
+    pred, terms = fitted_reg.predict(X), fitted_reg.row_contributions(X)
+    top = fitted_reg.localize(X, top_k=2, by="contribution")
+    heads = fitted_reg.localize(X, by="contribution")
+    for c, p, t, h in zip(terms, pred, top, heads):
+        push = np.sign(p - fitted_reg.intercept_) * c  # (R, p_i), signed towards the prediction
+        assert t.tolist() == np.argsort(-push.sum(axis=0), kind="stable")[:2].tolist()
+        assert set(h.tolist()) == set(np.argmax(push, axis=1).tolist())
+    Xc, yc, rows, _ = cls_data
+    clf = DiagAttClassifier(**FAST).fit(Xc, yc)
+    sign = np.where(clf.predict(Xc) == clf.classes_[1], 1.0, -1.0)
+    chosen = clf.localize(Xc, top_k=1, by="contribution")
+    for c, s, r in zip(clf.row_contributions(Xc), sign, chosen):
+        assert r[0] == np.argmax(s * c[0])
+    with pytest.raises(ValueError, match='by must be "attention" or "contribution"'):
+        clf.localize(Xc, by="weight")
 
 
 # ---------------------------------------------------------- bad input

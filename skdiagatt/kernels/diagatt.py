@@ -32,6 +32,7 @@ __all__ = [
     "head_weights",
     "competing_scores",
     "diagatt_forward",
+    "row_contributions",
     "pooled_rows",
     "latent_row_loss",
     "attention_loss",
@@ -300,10 +301,56 @@ def diagatt_forward(params, frozen, X, where):
     >>> np.allclose(z[1], ref, rtol=1e-4, atol=1e-5)
     True
     """
-    psi, rows = _scores_values(params, frozen, X)
-    kappa = masked_softmax(competing_scores(psi, where, frozen), where[:, None, :])
+    kappa, rows = _weights_and_values(params, frozen, X, where)
     head_out = jnp.einsum("brl,brlt->brt", kappa, rows)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
+
+
+def _weights_and_values(params, frozen, X, where):
+    """Attention weights (B, R, L) and row read-outs ``x_l V_r`` (B, R, L, t)."""
+    psi, rows = _scores_values(params, frozen, X)
+    return masked_softmax(competing_scores(psi, where, frozen), where[:, None, :]), rows
+
+
+def row_contributions(params, frozen, X, where):
+    """Each row's term ``kappa_rl x_l V_r`` of the prediction, shape (B, R, L, t).
+
+    The prediction of :func:`diagatt_forward` is linear in the rows once the
+    weights are fixed: ``z = b + sum_{r, l} contributions[:, r, l]``.  Padded
+    rows contribute 0.  A row can have a large weight and a small term (its
+    read-out is near 0), or the reverse; the term is what the row adds to
+    the output, with its sign.
+
+    Parameters
+    ----------
+    params, frozen, X, where
+        As for :func:`diagatt_forward`.
+
+    Returns
+    -------
+    array, shape (B, R, L, t)
+
+    Examples
+    --------
+    One head, rows (1, 0) and (0, 2), value vector (1, -1): uniform weights
+    (``W = 0``) halve each row's read-out.
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.diagatt import diagatt_forward, row_contributions
+    >>> params = {"W": np.zeros((1, 2, 2), np.float32), "V": np.array([[[1.0], [-1.0]]], np.float32),
+    ...           "b": np.array([2.0], np.float32), "log_scale": np.zeros(1, np.float32)}
+    >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(1.0), "inv_tau": np.float32(1.0)}
+    >>> X, where = jnp.array([[[1.0, 0.0], [0.0, 2.0]]]), jnp.ones((1, 2), bool)
+    >>> c = row_contributions(params, frozen, X, where)
+    >>> np.asarray(c)[0, 0, :, 0].tolist()
+    [0.5, -1.0]
+    >>> z, _ = diagatt_forward(params, frozen, X, where)        # b + the terms
+    >>> float(z[0, 0])
+    1.5
+    """
+    kappa, rows = _weights_and_values(params, frozen, X, where)
+    return kappa[..., None] * rows
 
 
 
