@@ -143,6 +143,54 @@ def test_classifier_partial_fit_with_classes():
         clf.partial_fit(X[:4], np.array(["no", "maybe", "yes", "no"]))
 
 
+# --------------------------------------------- minibatches: filler and slices
+def test_minibatches_have_little_filler_and_every_slice_a_real_sample():
+    from skdiagatt._training import _batches
+
+    rng = np.random.RandomState(0)
+    for _ in range(40):
+        m, length, n_dev = int(rng.randint(1, 3000)), int(rng.choice([1, 7, 104, 448, 5000])), int(rng.choice([1, 2]))
+        drawn = []
+        for _, idx, w, n_chunks in _batches([({"X": np.empty((m, length, 0))}, m)], 256, rng, n_dev):
+            real = int(w.sum())
+            assert idx.size % (n_chunks * n_dev) == 0 and idx.size <= real + max(real // 8, n_chunks * n_dev)
+            assert real * length <= n_chunks * (1 << 15) or 2 * n_chunks > real
+            assert np.all(w.reshape(-1, n_chunks).sum(axis=0) > 0)  # each slice idx[c::n_chunks]
+            drawn.append(idx[:real])
+        assert np.array_equal(np.sort(np.concatenate(drawn)), np.arange(m))
+
+
+def test_a_sliced_step_is_the_whole_step():
+    import jax
+    import jax.numpy as jnp
+
+    from skdiagatt import _training
+    from skdiagatt.kernels.diagatt import diagatt_loss
+
+    rng = np.random.RandomState(1)
+    d, L, B = 5, 9, 24
+    X = rng.randn(40, L, d).astype(np.float32)
+    data = {"X": jnp.asarray(X), "where": jnp.asarray(np.arange(L)[None] < rng.randint(1, L + 1, 40)[:, None]),
+            "y": jnp.asarray(rng.randn(40, 1).astype(np.float32))}
+    params = {"W": 0.1 * rng.randn(1, d, d).astype(np.float32), "V": rng.randn(1, d, 1).astype(np.float32),
+              "b": np.zeros(1, np.float32), "log_sigma": np.zeros(1, np.float32)}
+    frozen = {"x_scale": np.float32(1.0), "S": np.eye(d, dtype=np.float32), "inv_tau": np.float32(0.5),
+              "alpha": np.float32(1e-2), "alpha_value": np.float32(0.0), "log_scale": np.zeros(1, np.float32)}
+    idx = rng.permutation(40)[:B].astype(np.int32)
+    w = (np.arange(B) < 21).astype(np.float32)  # 3 filler samples at the end
+    out = {}
+    for n_chunks in (1, 4):
+        p = {k: jnp.asarray(v) for k, v in params.items()}
+        state = _training._TX.init(p)
+        out[n_chunks] = _training._train_step(p, state, frozen, data, idx, w, np.float32(0.1),
+                                              diagatt_loss, ("latent", "gaussian"), n_chunks)
+    np.testing.assert_allclose(out[4][2], out[1][2], rtol=1e-5)
+    for k in params:
+        np.testing.assert_allclose(out[4][0][k], out[1][0][k], rtol=1e-5, atol=1e-6, err_msg=k)
+    for a, b in zip(jax.tree.leaves(out[4][1]), jax.tree.leaves(out[1][1])):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+
+
 # ------------------------------------------------------- beyond one device
 _TWO_DEVICES = textwrap.dedent(
     """
@@ -165,6 +213,13 @@ _TWO_DEVICES = textwrap.dedent(
             one = est.fit(X, y)
         out[name] = {"two": curve2, "one": list(one.loss_curve_),
                      "pred_diff": float(np.max(np.abs(pred2 - one.predict(X))))}
+    # Minibatches differentiated in 4 interleaved slices (as long samples are).
+    _training._CHUNK_ROWS = 32
+    two = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
+    with _training.use_devices(jax.devices()[:1]):
+        one = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
+    out["sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
+                     "pred_diff": float(np.max(np.abs(two.predict(X) - one.predict(X))))}
     print("RESULT" + json.dumps(out))
     """
 )
@@ -181,7 +236,7 @@ def test_two_devices_give_the_loss_curve_of_one():
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     res = json.loads(line[len("RESULT"):])
     assert res["devices"] == 2 and res["training"] == 2
-    for name in ("diagatt", "ntk"):
+    for name in ("diagatt", "ntk", "sliced"):
         two, one = np.array(res[name]["two"]), np.array(res[name]["one"])
         assert two.shape == one.shape and two.size >= 3
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6, err_msg=name)
