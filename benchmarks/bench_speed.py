@@ -929,11 +929,13 @@ CHANGES = [
     "- Measured and kept: the row-major `(B*L, d)` layout. A feature-major layout `(d, B*L)` makes both "
     "thin matmuls faster in XLA (NT contraction 69 vs 47 GFLOP/s per core) but its minibatch gather "
     "is strided and cost more than it saved; per-sample batched einsums ran at a third of the speed.",
-    "- **Filler only up to a minibatch's own rounded size** (`_training._batches`): a bucket's last "
-    "minibatch, and a small bucket's only one, used to be completed with weight-0 filler to the full "
-    "batch size (256 samples computed for 44 real ones); it is now completed to its count rounded to 4 "
-    "significant bits. The minibatches themselves (which samples, in which order) are unchanged. The "
-    "*computed / real rows* column of section 5 shows what is left.",
+    "- **Less filler in small buckets** (`_training._batches`): a bucket of at most 256 samples is one "
+    "minibatch; it used to be completed with weight-0 filler to the next power of two (a bucket of 158 "
+    "samples computed 256), and is now completed to its stored size, the count rounded to 4 significant "
+    "bits (160). The minibatches themselves (which samples, in which order) are unchanged, and no shape "
+    "is added. The *computed / real rows* column of section 5 shows what is left: the last minibatch of "
+    "a larger bucket is still completed to 256, because its own size would be one more compiled program "
+    "per bucket and data size.",
     "- **Long minibatches in slices** (`_training._train_step`, `n_chunks`): see the table at the end of "
     "section 5, measured in this run.",
     "- Already in place and verified: float32 throughout, parameters and optimizer state donated to "

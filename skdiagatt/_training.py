@@ -55,6 +55,9 @@ _CLIP = 10.0
 # parameter array; the per-op cost of the compiled step dominates small batches.
 _TX = optax.flatten(optax.chain(optax.clip_by_global_norm(_CLIP), optax.scale_by_adam()))
 _PREDICT_ROWS = 1 << 17
+# Share of the process's memory-mapping limit past which compiled programs are
+# released (:func:`release_programs_near_map_limit`).
+_MAP_FRACTION = 0.5
 # Rows per slice of a training minibatch (:func:`_train_step`).  A minibatch
 # of 256 samples of 448 x 70 rows ran a step in about 2.3x less time as 4
 # slices than whole (its 32 MB of rows and the intermediates no longer stay
@@ -159,6 +162,36 @@ class TrainResult:
     stopped: str = "max_iter"
     opt_state: object = None
     steps: int = 0
+
+
+def release_programs_near_map_limit():
+    """Clear JAX's compiled programs when the process nears its limit of memory mappings.
+
+    Every compiled XLA:CPU program holds about a hundred memory mappings and
+    Linux allows a process 65,530 (``vm.max_map_count``).  A grid search over
+    ragged data compiles a training step per bucket shape and data size; one
+    sentiment study reached the limit after about 600 programs and crashed
+    inside LLVM ("Cannot allocate memory").  Called before each fit and
+    prediction: past half the limit, ``jax.clear_caches()`` drops every
+    compiled program (shapes seen again compile again, which costs seconds,
+    not a crash).  Does nothing where ``/proc`` is absent.
+
+    Returns
+    -------
+    bool
+        True if the caches were cleared.
+    """
+    try:
+        with open("/proc/self/maps") as f:
+            used = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return False
+    if used < _MAP_FRACTION * limit:
+        return False
+    jax.clear_caches()
+    return True
 
 
 def device_buckets(buckets, targets):
@@ -293,22 +326,30 @@ def _batches(data, batch_size, rng, n_devices=1):
     """Index and weight arrays of the minibatches of every bucket.
 
     A bucket's samples, shuffled, are cut into minibatches of ``batch_size``
-    (the last one, or a small bucket's only one, has fewer).  Each is padded
-    with filler (weight 0) to its count rounded up to 4 significant bits
-    (:func:`round_count`) and to a multiple of the device count, so that it
-    splits evenly: at most about 1/8 of a minibatch is filler, and the shapes
-    to compile stay few.
+    (the last one has fewer), padded with filler (weight 0) to ``batch_size``.
+    A bucket of at most ``batch_size`` samples is one minibatch, padded only
+    to its count rounded up to 4 significant bits (:func:`round_count`): the
+    bucket's own stored size, so no shape is compiled for it that the
+    bucket's data do not already need.  (Padding a large bucket's last
+    minibatch to its own rounded size instead would add one compiled step per
+    bucket and data size; a grid search over ragged data then compiles
+    hundreds of programs, and every XLA program keeps about a hundred
+    memory mappings, against a limit of 65,530 per process.)  Widths are
+    multiples of the device count, so that a minibatch splits evenly.
     """
     out = []
     for b, (arrays, m) in enumerate(data):
         perm = rng.permutation(m) if rng is not None else np.arange(m)
         perm = perm.astype(np.int32)  # the dtype the device uses: no conversion per step
         length = arrays["X"].shape[1]
+        size = round_count(m) if m <= batch_size else batch_size
+        n_full = _n_chunks(size, length)
+        unit = n_full * n_devices
+        width = unit * math.ceil(size / unit)
         for start in range(0, m, batch_size):
             idx = perm[start : start + batch_size]
-            n_chunks = _n_chunks(idx.size, length)
-            unit = n_chunks * n_devices
-            width = unit * math.ceil(round_count(idx.size) / unit)
+            # Fewer slices for a last minibatch too small to put a real sample in each.
+            n_chunks = min(n_full, 1 << (idx.size.bit_length() - 1))
             w = np.ones(width, dtype=np.float32)
             if idx.size < width:
                 w[idx.size :] = 0.0
@@ -429,6 +470,7 @@ def fit_loop(
     params : dict of numpy arrays
     result : TrainResult
     """
+    release_programs_near_map_limit()
     place = _placement()
     params = place.put(jax.tree.map(jnp.asarray, params))
     frozen = place.put(jax.tree.map(jnp.asarray, frozen))
@@ -517,6 +559,7 @@ def map_device_data(fn, data, *args):
     y : ndarray
         The targets of the same samples.
     """
+    release_programs_near_map_limit()
     outs, ys = [], []
     for chunk in _chunks(data):
         for arrays, m in chunk:
@@ -542,6 +585,7 @@ def map_buckets(fn, buckets, *args):
     -------
     list (one per bucket) of pytrees of numpy arrays with leading axis m_b
     """
+    release_programs_near_map_limit()
     out = []
     for b in buckets.buckets:
         m, L = b.X.shape[0], b.X.shape[1]
