@@ -164,6 +164,18 @@ class TrainResult:
     steps: int = 0
 
 
+_COMPILES = [0]  # XLA compilations since the mapping count was last read
+_CHECK_EVERY = 50
+
+
+def _count_compilation(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        _COMPILES[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compilation)
+
+
 def release_programs_near_map_limit():
     """Clear JAX's compiled programs when the process nears its limit of memory mappings.
 
@@ -176,11 +188,18 @@ def release_programs_near_map_limit():
     compiled program (shapes seen again compile again, which costs seconds,
     not a crash).  Does nothing where ``/proc`` is absent.
 
+    Reading ``/proc/self/maps`` takes milliseconds, so it is read only after
+    every ``_CHECK_EVERY`` compilations (counted through
+    ``jax.monitoring``).
+
     Returns
     -------
     bool
         True if the caches were cleared.
     """
+    if _COMPILES[0] < _CHECK_EVERY:
+        return False
+    _COMPILES[0] = 0
     try:
         with open("/proc/self/maps") as f:
             used = sum(1 for _ in f)

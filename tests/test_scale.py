@@ -203,6 +203,12 @@ def test_compiled_programs_are_released_near_the_map_limit(data, monkeypatch):
     X, y = data
     est = DiagAttRegressor(**FAST).fit(X, y)
     assert _training._train_step._cache_size() > 0
+    import jax
+
+    before_count = _training._COMPILES[0]
+    jax.jit(lambda a: a * 3 + 1)(np.arange(7.0))  # a new program: counted
+    assert _training._COMPILES[0] == before_count + 1
+    monkeypatch.setattr(_training, "_CHECK_EVERY", 0)
     assert not _training.release_programs_near_map_limit()  # far from the limit
     monkeypatch.setattr(_training, "_MAP_FRACTION", 0.0)
     assert _training.release_programs_near_map_limit()
