@@ -602,8 +602,15 @@ def section_ntk(report, peaks, rounds, quick):
     report["prefix"] = dict(ms=ms, ntk=ntk_times, exact=exact_times)
 
 
-def _scaling_point(n, lengths, d, seed=0):
-    """Seconds per epoch of the compiled loop, and XLA-planned bytes of one step."""
+def _scaling_point(n, lengths, d, seed=0, chunk_rows=None):
+    """A compiled training loop on synthetic data: ``(time_epoch, info)``.
+
+    ``time_epoch()`` runs two epochs and returns the seconds per epoch (the
+    first call of the loop, which compiles, is made here).  ``info`` has the
+    XLA-planned bytes of one step and the row counts.  ``chunk_rows``
+    overrides ``_training._CHUNK_ROWS`` during the loop (a huge value: whole
+    minibatches).
+    """
     rng = np.random.RandomState(seed)
     samples = [rng.standard_normal((int(p), d)).astype(np.float32) for p in lengths]
     Y = rng.standard_normal((n, 1)).astype(np.float32)
@@ -617,16 +624,19 @@ def _scaling_point(n, lengths, d, seed=0):
               "alpha_value": np.float32(0.0), "log_scale": np.zeros(1, np.float32)}
     kw = dict(learning_rate=1e-3, batch_size=256, tol=0.0, n_iter_no_change=100)
     config = ("latent", "gaussian")
-    _training.fit_loop(diagatt_loss, config, params, frozen, data, max_iter=1,
-                       random_state=np.random.RandomState(0), **kw)
-    # Best of three timings of two epochs: a burst of load from other
-    # processes lengthens some of them, never shortens one.
-    epochs, per_epoch = 2, np.inf
-    for _ in range(3):
-        t = time.perf_counter()
-        _training.fit_loop(diagatt_loss, config, params, frozen, data, max_iter=epochs,
-                           random_state=np.random.RandomState(0), **kw)
-        per_epoch = min(per_epoch, (time.perf_counter() - t) / epochs)
+
+    def loop(epochs):
+        default_rows = _training._CHUNK_ROWS
+        _training._CHUNK_ROWS = chunk_rows or default_rows
+        try:
+            t = time.perf_counter()
+            _training.fit_loop(diagatt_loss, config, params, frozen, data, max_iter=epochs,
+                               random_state=np.random.RandomState(0), **kw)
+            return (time.perf_counter() - t) / epochs
+        finally:
+            _training._CHUNK_ROWS = default_rows
+
+    loop(1)
     # Memory: the largest bucket's step, as XLA plans it (arguments incl. that
     # bucket's data on the device, outputs, temporaries).
     big = max(data, key=lambda b: b[0]["X"].size)
@@ -642,27 +652,30 @@ def _scaling_point(n, lengths, d, seed=0):
     data_bytes = sum(int(v.nbytes) for b in data for v in b[0].values())
     step_bytes = ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
     other = data_bytes - sum(int(v.nbytes) for v in big[0].values())
-    real = int(np.sum(lengths))
-    padded = buckets.padded_rows
     # Rows one epoch's steps compute: bucket padding and minibatch filler included.
     computed = sum(idx.size * data[b][0]["X"].shape[1] for b, idx, _, _ in _training._batches(data, 256, None))
-    return dict(epoch=per_epoch, temp=int(ma.temp_size_in_bytes), mem=int(step_bytes + other),
-                data=data_bytes, real_rows=real, padded_rows=padded, computed_rows=computed,
-                gflops=n * diagatt_flops(float(np.mean(lengths)), d) / per_epoch / 1e9)
+    info = dict(temp=int(ma.temp_size_in_bytes), mem=int(step_bytes + other), data=data_bytes,
+                real_rows=int(np.sum(lengths)), padded_rows=buckets.padded_rows,
+                computed_rows=computed, flop=n * diagatt_flops(float(np.mean(lengths)), d))
+    return (lambda: loop(2)), info
 
 
-def _sliced_and_whole(n, p, rounds=2):
-    """Seconds per epoch with long minibatches sliced (the default) and whole, alternated."""
-    sliced = whole = np.inf
-    default_rows = _training._CHUNK_ROWS
+def _time_interleaved(points, rounds):
+    """Best seconds per epoch of each point, over ``rounds`` rounds that visit every point once.
+
+    A burst of load from other processes lengthens the epochs timed during
+    it, never shortens one; interleaving spreads such bursts over all the
+    points instead of one curve, and the minimum keeps each point's quiet
+    moments.
+    """
+    best = [np.inf] * len(points)
     for _ in range(rounds):
-        sliced = min(sliced, _scaling_point(n, [p] * n, 70)["epoch"])
-        _training._CHUNK_ROWS = 1 << 62
-        try:
-            whole = min(whole, _scaling_point(n, [p] * n, 70)["epoch"])
-        finally:
-            _training._CHUNK_ROWS = default_rows
-    return sliced, whole
+        for k, (time_epoch, _) in enumerate(points):
+            best[k] = min(best[k], time_epoch())
+    out = []
+    for (_, info), epoch in zip(points, best):
+        out.append(dict(info, epoch=epoch, gflops=info["flop"] / epoch / 1e9))
+    return out
 
 
 def lognormal_lengths(n, median, rng, p99_over_median=10.0):
@@ -677,20 +690,25 @@ def section_scaling(report, quick):
     ps = [24, 48, 104, 216] if quick else [24, 48, 104, 216, 448]  # grid lengths: no padding
     ds = [16, 32, 64, 128] if quick else [16, 32, 64, 128, 256]
     med = [12, 24, 48] if quick else [12, 24, 48, 96]
-    out["n"] = [(n, _scaling_point(n, [104] * n, 70)) for n in ns]
-    print(f"  n: {[round(r['epoch'], 3) for _, r in out['n']]}", flush=True)
-    out["p"] = [(p, _scaling_point(n0, [p] * n0, 70)) for p in ps]
-    print(f"  p: {[round(r['epoch'], 3) for _, r in out['p']]}", flush=True)
     rng = np.random.RandomState(0)
-    rag = []
-    for m in med:
-        lengths = np.minimum(lognormal_lengths(n0, m, rng), 40 * m)
-        rag.append((float(np.mean(lengths)), _scaling_point(n0, lengths, 70)))
-    out["ragged"] = rag
-    print(f"  ragged: {[round(r['epoch'], 3) for _, r in rag]}", flush=True)
-    out["unsliced"] = [(p,) + _sliced_and_whole(n0, p) for p in ps if p * 256 > _training._CHUNK_ROWS]
-    out["d"] = [(d, _scaling_point(n0, [48] * n0, d)) for d in ds]
-    print(f"  d: {[round(r['epoch'], 3) for _, r in out['d']]}", flush=True)
+    ragged = [np.minimum(lognormal_lengths(n0, m, rng), 40 * m) for m in med]
+    long_ps = [p for p in ps if p * 256 > _training._CHUNK_ROWS]
+    curves = {
+        "n": [(n, _scaling_point(n, [104] * n, 70)) for n in ns],
+        "p": [(p, _scaling_point(n0, [p] * n0, 70)) for p in ps],
+        "ragged": [(float(np.mean(lengths)), _scaling_point(n0, lengths, 70)) for lengths in ragged],
+        "d": [(d, _scaling_point(n0, [48] * n0, d)) for d in ds],
+        # The long minibatches once more, differentiated whole (no slices).
+        "whole": [(p, _scaling_point(n0, [p] * n0, 70, chunk_rows=1 << 62)) for p in long_ps],
+    }
+    keys = [(key, x) for key, pts in curves.items() for x, _ in pts]
+    timed = _time_interleaved([pt for pts in curves.values() for _, pt in pts], 3 if quick else 8)
+    for (key, x), r in zip(keys, timed):
+        out.setdefault(key, []).append((x, r))
+    for key in ("n", "p", "ragged", "d"):
+        print(f"  {key}: {[round(r['epoch'], 3) for _, r in out[key]]}", flush=True)
+    sliced = dict(out["p"])
+    out["unsliced"] = [(p, sliced[p]["epoch"], r["epoch"]) for p, r in out.pop("whole", [])]
     out["n0"] = n0
     report["scaling"] = out
 
@@ -863,7 +881,9 @@ def write(report, args, path):
     w("![scaling](performance.png)")
     w("")
     w("Seconds per epoch of the compiled training loop (latent-row objective, batch 256, one head), "
-      "after a warm-up epoch; memory = bytes XLA plans for one step of the largest bucket "
+      "after a warm-up epoch: the best of 8 timings of 2 epochs, taken in rounds that visit every "
+      "point of every curve once (a burst of load then slows one point of each curve, not one "
+      "curve). Memory = bytes XLA plans for one step of the largest bucket "
       "(arguments with that bucket's data, outputs, temporaries) plus the other buckets' data on the device. "
       "*Padded / real rows*: the bucket grid's padding; *computed / real rows*: what one epoch's steps "
       "compute, with the filler that completes each minibatch to its rounded size (the last minibatch "
@@ -887,7 +907,7 @@ def write(report, args, path):
     w(f"Minibatches of more than {_training._CHUNK_ROWS:,} rows are differentiated in interleaved slices "
       "of at most that many rows, one after the other, and the gradients summed (`_training._train_step`): "
       "the same gradient up to rounding, with a working set that stays in cache. The same epochs "
-      "with whole minibatches, in this run (best of two alternated measurements each):")
+      "with whole minibatches, timed in the same interleaved rounds:")
     w("")
     w("| p | rows per minibatch | s / epoch, sliced | s / epoch, whole | whole / sliced |")
     w("|---:|---:|---:|---:|---:|")
