@@ -58,10 +58,11 @@ _PREDICT_ROWS = 1 << 17
 # Share of the process's memory-mapping limit past which compiled programs are
 # released (:func:`release_programs_near_map_limit`).
 _MAP_FRACTION = 0.5
-# Rows per slice of a training minibatch (:func:`_train_step`).  A minibatch
-# of 256 samples of 448 x 70 rows ran a step in about 2.3x less time as 4
-# slices than whole (its 32 MB of rows and the intermediates no longer stay
-# in the 32 MB cache); 104 x 70 (26,624 rows) is fastest whole.
+# Rows per slice of a training minibatch (:func:`_train_step`).  Whole, a
+# minibatch of 256 samples of 448 x 70 rows (32 MB, and its intermediates)
+# does not stay in the 32 MB cache; sliced its epochs run about twice as fast
+# (``docs/performance.md``, section 5).  104 x 70 (26,624 rows) was no faster
+# in slices.
 _CHUNK_ROWS = 1 << 15
 
 
