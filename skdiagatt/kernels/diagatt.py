@@ -364,9 +364,8 @@ def pooled_rows(params, frozen, X, where):
 
     Parameters
     ----------
-    params, frozen : dict
-    X : array, shape (B, L, d)
-    where : bool array, shape (B, L)
+    params, frozen, X, where
+        As for :func:`diagatt_forward`.
 
     Returns
     -------
