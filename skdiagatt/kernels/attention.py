@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .features import feature_dim, feature_map as _feature_map
+from .features import feature_dim, feature_map as _feature_map, taylor_products
 from .softmax import masked_softmax
 
 __all__ = [
@@ -404,6 +404,26 @@ def prefix_attention_streaming(
 # --------------------------------------------------------------------------
 # NTK-Attention
 # --------------------------------------------------------------------------
+def _prefix_terms(Q, Z, k, feature_map, degree):
+    """``phi(Q) Z`` (B, H, L, d_v) and ``phi(Q) k`` (B, H, L), both divided by ``exp(log_n)``.
+
+    The scale ``n`` per query keeps the products in range even for large
+    queries; ``log_n`` (B, H, L) carries it back.
+    """
+    if feature_map == "taylor":
+        # One product for both, per head, without forming the (B, H, L, r) features.
+        S = jnp.concatenate([Z, k[..., None]], axis=-1)  # (H, r, d_v + 1)
+        products = jax.vmap(functools.partial(taylor_products, degree=degree))
+        out, log_n = products(jnp.moveaxis(Q, 1, 0), S)
+        out, log_n = jnp.moveaxis(out, 0, 1), jnp.moveaxis(log_n, 0, 1)
+        return out[..., :-1], out[..., -1], log_n
+    phi = _feature_map(feature_map, degree)(Q)  # (B, H, L, r)
+    n = jnp.max(jnp.abs(phi), axis=-1)
+    n = jnp.where(n > 0, n, jnp.ones((), n.dtype))
+    phi = phi / n[..., None]
+    return jnp.einsum("bhlr,hrv->bhlv", phi, Z), jnp.einsum("bhlr,hr->bhl", phi, k), jnp.log(n)
+
+
 @functools.partial(jax.jit, static_argnames=("feature_map", "degree", "causal"))
 def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2, causal=False):
     """NTK-Attention (paper 001, Algorithm 1), per head, numerically stable.
@@ -480,24 +500,16 @@ def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2,
     >>> bool(np.allclose(empty, plain_attention(X, where, W_Q, W_K, W_V), atol=1e-6))
     True
     """
-    fmap = _feature_map(feature_map, degree)
     Xz = _zero_padded(X, where)
     Q = _project(Xz, W_Q)
     V = _project(Xz, W_V)
     s = jnp.where(_key_mask(where, causal), _scores(Q, _project(Xz, W_K)), -jnp.inf)
     row_max = jnp.max(s, axis=-1)  # (B, H, L); -inf only without any visible key
 
-    phi = fmap(Q)  # (B, H, L, r)
-    # Normalising phi by its largest entry keeps phi(Q) Z and phi(Q) k in
-    # range even for large queries; log_n carries the scale back.
-    n = jnp.max(jnp.abs(phi), axis=-1)
-    n = jnp.where(n > 0, n, jnp.ones((), n.dtype))
-    log_n = jnp.log(n)
-    phi = phi / n[..., None]
-    u = jnp.einsum("bhlr,hrv->bhlv", phi, Z)
+    u, c, log_n = _prefix_terms(Q, Z, k, feature_map, degree)
     # max(., 0) rather than relu: its derivative at exactly 0 is 1/2, not 0,
     # so a state trained from k = 0 is not stuck at the clamp.
-    c = jnp.maximum(jnp.einsum("bhlr,hr->bhl", phi, k), 0.0)
+    c = jnp.maximum(c, 0.0)
 
     prefix_log_size = log_n + _safe_log(jnp.maximum(c, jnp.max(jnp.abs(u), axis=-1)))
     M = jnp.maximum(row_max, prefix_log_size)

@@ -27,6 +27,7 @@ import numpy as np
 __all__ = [
     "taylor_feature_dim",
     "taylor_features",
+    "taylor_products",
     "elu_features",
     "feature_dim",
     "feature_map",
@@ -144,15 +145,83 @@ def taylor_features(x, degree=2, scale=None):
     d = x.shape[-1]
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-    gathers, weights = _taylor_tables(d, int(degree))
+    _, weights = _taylor_tables(d, int(degree))
     # Folding sqrt(scale) into x puts the temperature inside every monomial.
     xs = x * jnp.asarray(math.sqrt(scale), x.dtype)
-    blocks = [jnp.ones(x.shape[:-1] + (1,), x.dtype)]
-    for parent, last in gathers:
+    blocks = [jnp.ones(x.shape[:-1] + (1,), x.dtype)] + _monomial_blocks(xs, degree)
+    return jnp.concatenate(blocks, axis=-1) * jnp.asarray(weights, x.dtype)
+
+
+def _monomial_blocks(x, degree):
+    """Unweighted monomials of ``x`` (..., d), one block per degree ``1..degree``."""
+    gathers, _ = _taylor_tables(x.shape[-1], int(degree))
+    blocks = [x][: len(gathers)]
+    for parent, last in gathers[1:]:
         # Static in-bounds indices: "clip" skips the out-of-bounds fill logic.
         prev = jnp.take(blocks[-1], parent, axis=-1, mode="clip", indices_are_sorted=True)
-        blocks.append(prev * jnp.take(xs, last, axis=-1, mode="clip"))
-    return jnp.concatenate(blocks, axis=-1) * jnp.asarray(weights, x.dtype)
+        blocks.append(prev * jnp.take(x, last, axis=-1, mode="clip"))
+    return blocks
+
+
+def taylor_products(x, S, degree=2, scale=None):
+    """``phi(x) @ S`` for Taylor features ``phi``, scaled into range, without forming ``phi``.
+
+    What NTK-Attention needs of the features is only their products with its
+    state, ``phi(Q) Z`` and ``phi(Q) k``.  Here they are summed degree by
+    degree, the monomial weights folded into the rows of ``S`` (a small
+    array) rather than into the ``(..., r)`` features, and the size of the
+    features divided out of ``x`` first: with ``m = max(1, max |x_s|)``
+    (``x_s = sqrt(scale) x``) every monomial of ``x_s / m`` is at most 1, and
+    degree ``j`` carries ``m^(j - g) <= 1``.  So nothing overflows however
+    large ``x`` is, and ``phi(x) @ S = out * exp(log_n)``.
+
+    Parameters
+    ----------
+    x : array, shape (..., d)
+    S : array, shape (C(d + g, g), e)
+        Rows in the order of :func:`taylor_features`.
+    degree : int, default=2
+        ``g`` (static).
+    scale : float, optional
+        As in :func:`taylor_features` (default ``1 / sqrt(d)``).
+
+    Returns
+    -------
+    out : array, shape (..., e)
+    log_n : array, shape (...)
+        ``g log m``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.features import taylor_features, taylor_products
+    >>> rng = np.random.RandomState(0)
+    >>> x = jnp.asarray(3 * rng.randn(5, 4), jnp.float32)
+    >>> S = jnp.asarray(rng.randn(15, 2), jnp.float32)        # r = C(4 + 2, 2) = 15
+    >>> out, log_n = taylor_products(x, S, degree=2)
+    >>> out.shape, log_n.shape
+    ((5, 2), (5,))
+    >>> np.allclose(out * jnp.exp(log_n)[:, None], taylor_features(x, 2) @ S, rtol=1e-5, atol=1e-5)
+    True
+    """
+    d = x.shape[-1]
+    degree = int(degree)
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    _, weights = _taylor_tables(d, degree)
+    xs = x * jnp.asarray(math.sqrt(scale), x.dtype)
+    m = jnp.maximum(jnp.max(jnp.abs(xs), axis=-1), jnp.ones((), x.dtype))
+    Sw = S * jnp.asarray(weights, S.dtype)[:, None]
+    log_m = jnp.log(m)
+    out = Sw[0] * jnp.exp(-degree * log_m)[..., None]
+    start = 1
+    for j, block in enumerate(_monomial_blocks(xs / m[..., None], degree), start=1):
+        stop = start + block.shape[-1]
+        part = block @ Sw[start:stop]
+        out = out + (part if j == degree else part * jnp.exp((j - degree) * log_m)[..., None])
+        start = stop
+    return out, degree * log_m
 
 
 def elu_features(x):

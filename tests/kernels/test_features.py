@@ -14,6 +14,7 @@ from skdiagatt.kernels.features import (
     feature_map,
     taylor_feature_dim,
     taylor_features,
+    taylor_products,
     taylor_remainder_bound,
     taylor_remainder_pointwise,
 )
@@ -126,3 +127,60 @@ def test_taylor_features_jit_and_grad():
     np.testing.assert_allclose(f(x, degree=2), taylor_features(x, 2), rtol=1e-6)
     g = jax.grad(lambda z: jnp.sum(taylor_features(z, 3) ** 2))(x)
     assert bool(jnp.all(jnp.isfinite(g)))
+
+
+def _features_float64(x, degree, scale):
+    """Taylor features in float64 NumPy, straight from the definition: every monomial
+    of degree <= g of sqrt(scale) x, weighted by 1 / sqrt(prod(counts!))."""
+    import itertools
+
+    xs = np.asarray(x, np.float64) * math.sqrt(scale)
+    cols = [np.ones(xs.shape[:-1])]
+    for j in range(1, degree + 1):
+        for combo in itertools.combinations_with_replacement(range(xs.shape[-1]), j):
+            counts = np.bincount(combo)
+            w = 1.0 / math.sqrt(np.prod([math.factorial(c) for c in counts]))
+            cols.append(w * np.prod(xs[..., list(combo)], axis=-1))
+    return np.stack(cols, axis=-1)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_taylor_products_are_the_features_times_the_state(degree):
+    rng = np.random.default_rng(degree)
+    d = 5
+    x = rng.normal(size=(2, 3, d)).astype(np.float32)
+    S = rng.normal(size=(taylor_feature_dim(d, degree), 4)).astype(np.float32)
+    out, log_n = taylor_products(jnp.asarray(x), jnp.asarray(S), degree)
+    assert out.shape == (2, 3, 4) and log_n.shape == (2, 3)
+    ref = _features_float64(x, degree, 1 / math.sqrt(d)) @ S
+    got = np.asarray(out, np.float64) * np.exp(np.asarray(log_n, np.float64))[..., None]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    # The same products as the concatenated features of taylor_features.
+    np.testing.assert_allclose(got, np.asarray(taylor_features(jnp.asarray(x), degree) @ S), rtol=1e-4, atol=1e-4)
+
+
+def test_taylor_products_stay_finite_where_the_features_overflow():
+    rng = np.random.default_rng(7)
+    d, degree = 6, 2
+    x = 1e22 * rng.normal(size=(4, d))  # degree-2 monomials ~1e43: beyond float32
+    S = rng.normal(size=(taylor_feature_dim(d, degree), 3))
+    assert not np.all(np.isfinite(np.asarray(taylor_features(jnp.asarray(x, jnp.float32), degree))))
+    out, log_n = taylor_products(jnp.asarray(x, jnp.float32), jnp.asarray(S, jnp.float32), degree)
+    assert np.all(np.isfinite(np.asarray(out))) and np.all(np.isfinite(np.asarray(log_n)))
+    ref = _features_float64(x, degree, 1 / math.sqrt(d)) @ S / np.exp(np.asarray(log_n, np.float64))[:, None]
+    np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_taylor_products_gradient_in_the_state():
+    rng = np.random.default_rng(3)
+    d, degree = 4, 2
+    x = jnp.asarray(rng.normal(size=(7, d)), jnp.float32)
+    S = jnp.asarray(rng.normal(size=(taylor_feature_dim(d, degree), 2)), jnp.float32)
+
+    def total(S):
+        out, log_n = taylor_products(x, S, degree)
+        return jnp.sum(out * jnp.exp(log_n)[:, None])
+
+    # d/dS sum(phi(x) S) = phi(x)^T 1 in every column.
+    expected = np.repeat(np.asarray(taylor_features(x, degree)).sum(0)[:, None], 2, axis=1)
+    np.testing.assert_allclose(np.asarray(jax.grad(total)(S)), expected, rtol=1e-4, atol=1e-5)
