@@ -142,20 +142,25 @@ def taylor_features(x, degree=2, scale=None):
     >>> bool(np.isclose(float(phi_q @ phi_k), series, rtol=1e-5))
     True
     """
-    d = x.shape[-1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    _, weights = _taylor_tables(d, int(degree))
-    # Folding sqrt(scale) into x puts the temperature inside every monomial.
-    xs = x * jnp.asarray(math.sqrt(scale), x.dtype)
+    _, weights = _taylor_tables(x.shape[-1], int(degree))
+    xs = _tempered(x, scale)
     blocks = [jnp.ones(x.shape[:-1] + (1,), x.dtype)] + _monomial_blocks(xs, degree)
     return jnp.concatenate(blocks, axis=-1) * jnp.asarray(weights, x.dtype)
 
 
+def _tempered(x, scale):
+    """``sqrt(scale) x`` (default scale ``1 / sqrt(d)``): the temperature inside every monomial."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(x.shape[-1])
+    return x * jnp.asarray(math.sqrt(scale), x.dtype)
+
+
 def _monomial_blocks(x, degree):
     """Unweighted monomials of ``x`` (..., d), one block per degree ``1..degree``."""
+    if int(degree) == 0:
+        return []
     gathers, _ = _taylor_tables(x.shape[-1], int(degree))
-    blocks = [x][: len(gathers)]
+    blocks = [x]
     for parent, last in gathers[1:]:
         # Static in-bounds indices: "clip" skips the out-of-bounds fill logic.
         prev = jnp.take(blocks[-1], parent, axis=-1, mode="clip", indices_are_sorted=True)
@@ -205,12 +210,9 @@ def taylor_products(x, S, degree=2, scale=None):
     >>> np.allclose(out * jnp.exp(log_n)[:, None], taylor_features(x, 2) @ S, rtol=1e-5, atol=1e-5)
     True
     """
-    d = x.shape[-1]
     degree = int(degree)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    _, weights = _taylor_tables(d, degree)
-    xs = x * jnp.asarray(math.sqrt(scale), x.dtype)
+    _, weights = _taylor_tables(x.shape[-1], degree)
+    xs = _tempered(x, scale)
     m = jnp.maximum(jnp.max(jnp.abs(xs), axis=-1), jnp.ones((), x.dtype))
     Sw = S * jnp.asarray(weights, S.dtype)[:, None]
     log_m = jnp.log(m)
