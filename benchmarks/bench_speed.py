@@ -337,23 +337,32 @@ def numpy_ntk_step(Xb, Y, params, frozen, degree=2):
 
 
 # ------------------------------------------------------------ the sections
-def section_diagatt_step(report, peaks, rounds):
-    n, p, d, B = 9000, 100, 70, 256
-    X, y, _, _ = make_individualized_regression(n, n_rows=p, n_features=d, random_state=0)
+def diagatt_step_inputs(X, y, rng):
+    """What one DiagAtt training step on equal-length data takes: ``samples, Y, params, frozen, data``.
+
+    ``params`` are the estimator's initial ones but for a trained-looking
+    ``W`` (not 0: scores of order one, softmax not uniform); ``data`` is the
+    one bucket, on the training device.
+    """
     samples = check_ragged(X)
+    d = samples[0].shape[1]
     Y = ((y - y.mean()) / y.std()).astype(np.float32)[:, None]
     est = DiagAttRegressor(random_state=0)
-    rng = np.random.RandomState(0)
     c, S = preconditioner(samples, True)
     params = est._init_params(d, 1, rng)
-    # A trained-looking W (not 0): scores of order one, softmax not uniform.
     params["W"] = (0.05 * rng.standard_normal((1, d, d))).astype(np.float32)
     params["W"] = 0.5 * (params["W"] + params["W"].transpose(0, 2, 1))
     frozen = est._frozen(c, S, d)
     frozen["log_scale"] = params.pop("log_scale")
-    buckets = make_buckets(samples)
-    data = _training.device_buckets(buckets, Y)
-    bucket_data = data[0][0]
+    data = _training.device_buckets(make_buckets(samples), Y)
+    return samples, Y, params, frozen, data[0][0]
+
+
+def section_diagatt_step(report, peaks, rounds):
+    n, p, d, B = 9000, 100, 70, 256
+    X, y, _, _ = make_individualized_regression(n, n_rows=p, n_features=d, random_state=0)
+    rng = np.random.RandomState(0)
+    samples, Y, params, frozen, bucket_data = diagatt_step_inputs(X, y, rng)
     idx = rng.permutation(n)[:B]
     w = np.ones(B, np.float32)
     config = ("latent", "gaussian")

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ._matmul import einsum
 from .features import feature_dim, feature_map as _feature_map, taylor_products
 from .softmax import masked_softmax
 
@@ -51,12 +52,12 @@ def _zero_padded(X, where):
 
 def _project(X, W):
     """(B, L, d) x (H, d, e) -> (B, H, L, e)."""
-    return jnp.einsum("bld,hde->bhle", X, W)
+    return einsum("bld,hde->bhle", X, W)
 
 
 def _scores(Q, K):
     """(B, H, L, e) x (B, H, n, e) -> (B, H, L, n), scaled by 1/sqrt(e)."""
-    return jnp.einsum("bhle,bhne->bhln", Q, K) / math.sqrt(Q.shape[-1])
+    return einsum("bhle,bhne->bhln", Q, K) / math.sqrt(Q.shape[-1])
 
 
 def _key_mask(where, causal):
@@ -113,8 +114,8 @@ def _dense_prefix(X, where, P, W_Q, W_K, causal):
     Xz = _zero_padded(X, where)
     Q = _project(Xz, W_Q)
     B, H, L, _ = Q.shape
-    Kp = jnp.einsum("md,hde->hme", P, W_K)
-    sp = jnp.einsum("bhle,hme->bhlm", Q, Kp) / math.sqrt(Q.shape[-1])
+    Kp = einsum("md,hde->hme", P, W_K)
+    sp = einsum("bhle,hme->bhlm", Q, Kp) / math.sqrt(Q.shape[-1])
     scores = jnp.concatenate([sp, _scores(Q, _project(Xz, W_K))], axis=-1)
     prefix_visible = jnp.ones((B, 1, L, P.shape[0]), bool)
     mask = jnp.concatenate(
@@ -259,9 +260,9 @@ def prefix_attention(X, where, P, W_Q, W_K, W_V, causal=False):
     scores, mask, Xz = _dense_prefix(X, where, P, W_Q, W_K, causal)
     w = masked_softmax(scores, mask)
     m = P.shape[0]
-    Vp = jnp.einsum("md,hde->hme", P, W_V)
+    Vp = einsum("md,hde->hme", P, W_V)
     Vx = _project(Xz, W_V)
-    out = jnp.einsum("bhlm,hme->bhle", w[..., :m], Vp) + jnp.einsum(
+    out = einsum("bhlm,hme->bhle", w[..., :m], Vp) + einsum(
         "bhln,bhne->bhle", w[..., m:], Vx
     )
     return _finish(out, where)
@@ -375,22 +376,22 @@ def prefix_attention_streaming(
     run_max = jnp.where(jnp.isfinite(run_max), run_max, 0.0)
     e = jnp.exp(s - run_max[..., None])
     run_sum = jnp.sum(e, axis=-1)
-    run_acc = jnp.einsum("bhln,bhne->bhle", e, _project(Xz, W_V))
+    run_acc = einsum("bhln,bhne->bhle", e, _project(Xz, W_V))
 
     Pb, valid = _blocks(P, block_size)
 
     def step(carry, block):
         mx, sm, acc = carry
         rows, ok = block
-        Kp = jnp.einsum("nd,hde->hne", rows, W_K)
-        Vp = jnp.einsum("nd,hde->hne", rows, W_V)
-        sb = jnp.einsum("bhle,hne->bhln", Q, Kp) / math.sqrt(Q.shape[-1])
+        Kp = einsum("nd,hde->hne", rows, W_K)
+        Vp = einsum("nd,hde->hne", rows, W_V)
+        sb = einsum("bhle,hne->bhln", Q, Kp) / math.sqrt(Q.shape[-1])
         sb = jnp.where(ok, sb, -jnp.inf)
         new = jnp.maximum(mx, jnp.max(sb, axis=-1))
         shrink = jnp.exp(mx - new)
         eb = jnp.exp(sb - new[..., None])
         sm = sm * shrink + jnp.sum(eb, axis=-1)
-        acc = acc * shrink[..., None] + jnp.einsum("bhln,hne->bhle", eb, Vp)
+        acc = acc * shrink[..., None] + einsum("bhln,hne->bhle", eb, Vp)
         return (new, sm, acc), None
 
     (mx, sm, acc), _ = lax.scan(step, (run_max, run_sum, run_acc), (Pb, valid))
@@ -421,7 +422,7 @@ def _prefix_terms(Q, Z, k, feature_map, degree):
     n = jnp.max(jnp.abs(phi), axis=-1)
     n = jnp.where(n > 0, n, jnp.ones((), n.dtype))
     phi = phi / n[..., None]
-    return jnp.einsum("bhlr,hrv->bhlv", phi, Z), jnp.einsum("bhlr,hr->bhl", phi, k), jnp.log(n)
+    return einsum("bhlr,hrv->bhlv", phi, Z), einsum("bhlr,hr->bhl", phi, k), jnp.log(n)
 
 
 @functools.partial(jax.jit, static_argnames=("feature_map", "degree", "causal"))
@@ -516,7 +517,7 @@ def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2,
     M = lax.stop_gradient(jnp.where(jnp.isfinite(M), M, 0.0))  # shift-invariant
 
     w = jnp.exp(s - M[..., None])  # exactly 0 at masked keys
-    num = jnp.einsum("bhln,bhne->bhle", w, V) + _times_exp(u, (log_n - M)[..., None])
+    num = einsum("bhln,bhne->bhle", w, V) + _times_exp(u, (log_n - M)[..., None])
     den = jnp.sum(w, axis=-1) + _times_exp(c, log_n - M)
     den = jnp.maximum(den, jnp.finfo(den.dtype).tiny)
     return _finish(num / den[..., None], where)
@@ -590,15 +591,15 @@ def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None
     def step(carry, block):
         Z, k = carry
         rows, ok = block
-        phi = fmap(jnp.einsum("nd,hde->hne", rows, W_K))
+        phi = fmap(einsum("nd,hde->hne", rows, W_K))
         # Padding rows are zero and phi(0) != 0 for Taylor, so mask them.
         # Appending the mask as an extra value column gets k from the same
         # matmul as Z: a separate sum over rows is a slow column reduction
         # on CPU.
         ok = ok.astype(P.dtype)
-        vals = jnp.einsum("nd,hde->hne", rows, W_V) * ok[None, :, None]
+        vals = einsum("nd,hde->hne", rows, W_V) * ok[None, :, None]
         vals = jnp.concatenate([vals, jnp.broadcast_to(ok[None, :, None], (H, ok.shape[0], 1))], axis=-1)
-        both = jnp.einsum("hnr,hne->hre", phi, vals)
+        both = einsum("hnr,hne->hre", phi, vals)
         return (Z + both[..., :dv], k + both[..., dv]), None
 
     (Z, k), _ = lax.scan(step, (Z0, k0), (Pb, valid))

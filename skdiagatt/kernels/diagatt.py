@@ -22,6 +22,7 @@ Data: ``X`` (B, L, d) padded samples, ``where`` (B, L) real rows, ``y`` (B, t).
 
 import jax.numpy as jnp
 
+from ._matmul import einsum, matmul
 from .losses import LOGLIK, ridge_penalty
 from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
@@ -45,13 +46,13 @@ def _whitened(params, S):
     # The matrices in use are S W S (or factors S L, S M): W lives in whitened
     # coordinates, where an isotropic penalty and Adam's steps make sense.
     if "W" in params:
-        out = {"W": jnp.einsum("ab,rbc,cd->rad", S, params["W"], S)}
+        out = {"W": einsum("ab,rbc,cd->rad", S, params["W"], S)}
     else:
-        out = {"L": jnp.einsum("ab,rbq->raq", S, params["L"])}
+        out = {"L": einsum("ab,rbq->raq", S, params["L"])}
         if "M" in params:
-            out["M"] = jnp.einsum("ab,rbq->raq", S, params["M"])
+            out["M"] = einsum("ab,rbq->raq", S, params["M"])
     if "U" in params:
-        out["U"] = params["U"] @ S
+        out["U"] = matmul(params["U"], S)
     return out
 
 
@@ -81,7 +82,7 @@ def query_key(params, S):
     f = _whitened(params, S)
     if "W" in f:
         return f["W"]
-    return jnp.einsum("raq,rbq->rab", f["L"], f.get("M", f["L"]))
+    return einsum("raq,rbq->rab", f["L"], f.get("M", f["L"]))
 
 
 def _effective(params, frozen):
@@ -111,7 +112,7 @@ def _effective(params, frozen):
     S, c = frozen["S"], frozen["x_scale"]
     s = frozen["inv_tau"] * jnp.exp(params["log_scale"])  # (R,)
     f = _whitened(params, S)
-    mats = {"V": c * jnp.einsum("ab,rbt->rat", S, params["V"])}
+    mats = {"V": c * einsum("ab,rbt->rat", S, params["V"])}
     if "W" in f:
         mats["W"] = c * f["W"]
         if "U" in f:
@@ -302,7 +303,7 @@ def diagatt_forward(params, frozen, X, where):
     True
     """
     kappa, rows = _weights_and_values(params, frozen, X, where)
-    head_out = jnp.einsum("brl,brlt->brt", kappa, rows)
+    head_out = einsum("brl,brlt->brt", kappa, rows)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
 
 
@@ -392,9 +393,9 @@ def pooled_rows(params, frozen, X, where):
     True
     """
     kappa = head_weights(params, frozen, X, where)
-    pooled = jnp.einsum("brl,bld->brd", kappa, X)
+    pooled = einsum("brl,bld->brd", kappa, X)
     # S is symmetric: (c S X^T kappa_r)^T = c (X^T kappa_r)^T S.
-    return frozen["x_scale"] * (pooled @ frozen["S"])
+    return frozen["x_scale"] * matmul(pooled, frozen["S"])
 
 def latent_row_loss(params, frozen, X, where, y, family):
     """Negative log-likelihood of the latent-row (mixture-of-experts) view, per sample.
@@ -447,7 +448,7 @@ def latent_row_loss(params, frozen, X, where, y, family):
     mask = where[:, None, :]
     psi, rows = _scores_values(params, frozen, X)  # (B, R, L), (B, R, L, t)
     log_kappa = masked_log_softmax(competing_scores(psi, where, frozen), mask)
-    head_out = jnp.einsum("brl,brlt->brt", jnp.exp(log_kappa), rows)
+    head_out = einsum("brl,brlt->brt", jnp.exp(log_kappa), rows)
     others = jnp.sum(head_out, axis=1, keepdims=True) - head_out  # (B, R, t)
     z = params["b"] + others[:, :, None, :] + rows
     ll = LOGLIK[family](y[:, None, None, :], z, params["log_sigma"])

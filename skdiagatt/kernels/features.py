@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matmul import matmul
+
 __all__ = [
     "taylor_feature_dim",
     "taylor_features",
@@ -220,7 +222,7 @@ def taylor_products(x, S, degree=2, scale=None):
     start = 1
     for j, block in enumerate(_monomial_blocks(xs / m[..., None], degree), start=1):
         stop = start + block.shape[-1]
-        part = block @ Sw[start:stop]
+        part = matmul(block, Sw[start:stop])
         out = out + (part if j == degree else part * jnp.exp((j - degree) * log_m)[..., None])
         start = stop
     return out, degree * log_m

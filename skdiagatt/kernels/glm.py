@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ._matmul import einsum
 from .losses import LOGLIK
 
 __all__ = ["readout_objective", "fit_readout"]
@@ -62,7 +63,7 @@ def readout_objective(V, b, H, Y, log_sigma, alpha_value, family, w=None):
     >>> bool(np.allclose(g[0], 0.0, atol=1e-6) and np.allclose(g[1], 0.0, atol=1e-6))
     True
     """
-    z = b + jnp.einsum("nrd,rdt->nt", H, V)
+    z = b + einsum("nrd,rdt->nt", H, V)
     ll = LOGLIK[family](Y, z, log_sigma)
     nll = -(jnp.mean(ll) if w is None else jnp.sum(w * ll) / jnp.sum(w))
     return nll + alpha_value * jnp.sum(V * V)

@@ -12,6 +12,7 @@ Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
 
 import jax.numpy as jnp
 
+from ._matmul import matmul
 from .attention import attention_weights, key_attention_mass, ntk_attention, prefix_attention
 from .losses import gaussian_loglik
 
@@ -84,7 +85,7 @@ def ntk_readout_forward(params, frozen, X, where, config):
         T = jnp.sum(T, axis=1) / n  # padded rows of T are exactly 0
     elif pooling == "first":
         T = T[:, 0]
-    return T @ params["W_out"] + params["b"]
+    return matmul(T, params["W_out"]) + params["b"]
 
 
 def ntk_readout_loss(params, frozen, batch, config):

@@ -18,6 +18,8 @@ row-wise dot product of ``X W`` with ``X``, which XLA fuses with the matmul.
 import jax
 import jax.numpy as jnp
 
+from ._matmul import einsum, matmul
+
 __all__ = [
     "project_rows",
     "diag_scores",
@@ -58,14 +60,14 @@ def project_rows(X, W):
     """
     B, L, d = X.shape
     R, _, k = W.shape
-    return (X.reshape(B * L, d) @ _stack(W)).reshape(B, L, R, k)
+    return matmul(X.reshape(B * L, d), _stack(W)).reshape(B, L, R, k)
 
 
 def _row_quadratic(X2, W):
     """``x_n^T W_r x_n`` for the flattened rows ``X2`` (N, d): shape (N, R)."""
     N, d = X2.shape
     R = W.shape[0]
-    P = X2 @ _stack(W)
+    P = matmul(X2, _stack(W))
     if R == 1:
         # No size-one head axis: XLA then fuses the product and the row sum
         # into the matmul instead of copying X to a broadcast layout.
@@ -140,11 +142,11 @@ def lowrank_scores(X, L, M=None):
     R, _, q = L.shape
     X2 = X.reshape(B * Lr, d)
     if M is None:
-        XL = (X2 @ _stack(L)).reshape(B * Lr, R, q)
+        XL = matmul(X2, _stack(L)).reshape(B * Lr, R, q)
         psi = jnp.sum(XL * XL, axis=-1)
     else:
         # One matmul for both factors: (N, d) @ (d, 2 R q).
-        XLM = (X2 @ jnp.concatenate([_stack(L), _stack(M)], axis=1)).reshape(B * Lr, 2, R, q)
+        XLM = matmul(X2, jnp.concatenate([_stack(L), _stack(M)], axis=1)).reshape(B * Lr, 2, R, q)
         psi = jnp.sum(XLM[:, 0] * XLM[:, 1], axis=-1)
     return _heads_first(psi, B, Lr)
 
@@ -172,7 +174,7 @@ def linear_scores(X, U):
     [[[1.0, 3.0, 3.0], [0.0, -2.0, -3.0]]]
     """
     B, L, d = X.shape
-    return _heads_first(X.reshape(B * L, d) @ U.T, B, L)
+    return _heads_first(matmul(X.reshape(B * L, d), U.T), B, L)
 
 
 def diag_scores_and_values(X, V, W=None, L=None, M=None, U=None):
@@ -224,7 +226,7 @@ def diag_scores_and_values(X, V, W=None, L=None, M=None, U=None):
         psi = _heads_first(psi, B, Lr)
     else:
         psi = lowrank_scores(X, L, M)
-        both = X2 @ VU
+        both = matmul(X2, VU)
     values = both[:, : R * t].reshape(B * Lr, R, t)
     if U is not None:
         psi = psi + _heads_first(both[:, R * t :], B, Lr)
@@ -242,7 +244,7 @@ def _quadratic_and_linear(X2, W, VU):
     ``X^T g``); this one contracts ``X^T [g x, g_VU]`` in a single matmul, one
     read of the row-sized array fewer per step.
     """
-    return _row_quadratic(X2, W), X2 @ VU
+    return _row_quadratic(X2, W), matmul(X2, VU)
 
 
 def _quadratic_and_linear_fwd(X2, W, VU):
@@ -255,11 +257,11 @@ def _quadratic_and_linear_bwd(res, cotangents):
     N, d = X2.shape
     R = W.shape[0]
     g_rows = (g_psi[:, :, None] * X2[:, None, :]).reshape(N, R * d)
-    grads = X2.T @ jnp.concatenate([g_rows, g_lin], axis=1)  # (d, R*d + k)
+    grads = matmul(X2.T, jnp.concatenate([g_rows, g_lin], axis=1))  # (d, R*d + k)
     # d(x^T W x)/dx = (W + W^T) x.  Unused when X is data (the usual case):
     # XLA then drops it from the compiled step.
     sym = _stack(W + jnp.transpose(W, (0, 2, 1)))
-    g_X = jnp.einsum("nr,nrd->nd", g_psi, (X2 @ sym).reshape(N, R, d)) + g_lin @ VU.T
+    g_X = einsum("nr,nrd->nd", g_psi, matmul(X2, sym).reshape(N, R, d)) + matmul(g_lin, VU.T)
     g_W = jnp.transpose(grads[:, : R * d].reshape(d, R, d), (1, 0, 2))
     return g_X, g_W, grads[:, R * d :]
 

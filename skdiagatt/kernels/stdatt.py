@@ -30,6 +30,7 @@ so whatever they contain cannot change a result.
 
 import jax.numpy as jnp
 
+from ._matmul import einsum
 from .losses import LOGLIK, ridge_penalty
 from .scores import project_rows
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
@@ -103,14 +104,14 @@ def stdatt_scores(params, frozen, X, where):
     d, e = params["W_Q"].shape[1], params["W_Q"].shape[2]
     if 2 * e <= d:
         # Narrow heads: project both sides to d_h columns.
-        Q = project_rows(Xz, jnp.einsum("ab,rbe->rae", frozen["S"], params["W_Q"]))
-        K = project_rows(Xz, jnp.einsum("ab,rbe->rae", frozen["S"], params["W_K"]))
-        return jnp.einsum("bire,bjre->brij", Q, K) * frozen["inv_scale"]
+        Q = project_rows(Xz, einsum("ab,rbe->rae", frozen["S"], params["W_Q"]))
+        K = project_rows(Xz, einsum("ab,rbe->rae", frozen["S"], params["W_K"]))
+        return einsum("bire,bjre->brij", Q, K) * frozen["inv_scale"]
     # Wide heads: psi = X M_r X^T with M_r = S W_Q[r] W_K[r]^T S (d, d), one
     # 2-D matmul for X M_r and one batched product.
-    M = jnp.einsum("ab,rbe,rce,cd->rad", frozen["S"], params["W_Q"], params["W_K"], frozen["S"])
+    M = einsum("ab,rbe,rce,cd->rad", frozen["S"], params["W_Q"], params["W_K"], frozen["S"])
     XM = project_rows(Xz, M)  # (B, L, R, d)
-    return jnp.einsum("bird,bjd->brij", XM, Xz) * frozen["inv_scale"]
+    return einsum("bird,bjd->brij", XM, Xz) * frozen["inv_scale"]
 
 
 def stdatt_weights(params, frozen, X, where):
@@ -250,7 +251,7 @@ def log_received_attention(params, frozen, X, where):
 
 def _row_values(params, frozen, X, where):
     # (B, R, L, t): every row's read-out under every head (x S V_r).
-    V = jnp.einsum("ab,rbt->rat", frozen["S"], params["V"])
+    V = einsum("ab,rbt->rat", frozen["S"], params["V"])
     return jnp.transpose(project_rows(_zeroed(X, where, frozen), V), (0, 2, 1, 3))
 
 
@@ -295,7 +296,7 @@ def stdatt_forward(params, frozen, X, where):
     True
     """
     m = received_attention(params, frozen, X, where)
-    head_out = jnp.einsum("brl,brlt->brt", m, _row_values(params, frozen, X, where))
+    head_out = einsum("brl,brlt->brt", m, _row_values(params, frozen, X, where))
     return params["b"] + jnp.sum(head_out, axis=1), m
 
 
@@ -391,7 +392,7 @@ def stdatt_latent_loss(params, frozen, X, where, y, family):
     mask = where[:, None, :]
     log_m = log_received_attention(params, frozen, X, where)  # (B, R, L)
     rows = _row_values(params, frozen, X, where)  # (B, R, L, t)
-    head_out = jnp.einsum("brl,brlt->brt", jnp.exp(log_m), rows)
+    head_out = einsum("brl,brlt->brt", jnp.exp(log_m), rows)
     others = jnp.sum(head_out, axis=1, keepdims=True) - head_out
     z = params["b"] + others[:, :, None, :] + rows
     ll = LOGLIK[family](y[:, None, None, :], z, params["log_sigma"])

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matmul import einsum, matmul
+
 __all__ = ["encoder_forward", "init_encoder_params", "layer_norm"]
 
 
@@ -55,7 +57,7 @@ def layer_norm(x, gamma, beta, eps):
 
 def _dense(x, p):
     # Checkpoint convention: weight is (out, in).
-    return x @ p["weight"].T + p["bias"]
+    return matmul(x, p["weight"].T) + p["bias"]
 
 
 def _self_attention(x, p, where, n_heads):
@@ -66,14 +68,14 @@ def _self_attention(x, p, where, n_heads):
         return t.reshape(B, L, n_heads, dh).transpose(0, 2, 1, 3)
 
     q, k, v = split(_dense(x, p["query"])), split(_dense(x, p["key"])), split(_dense(x, p["value"]))
-    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(dh)
+    scores = einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(dh)
     keys = where[:, None, None, :]
     scores = jnp.where(keys, scores, -jnp.inf)
     m = jnp.max(scores, axis=-1, keepdims=True)
     m = jnp.where(jnp.isfinite(m), m, 0.0)
     e = jnp.where(keys, jnp.exp(scores - m), 0.0)
     a = e / jnp.maximum(jnp.sum(e, axis=-1, keepdims=True), jnp.finfo(e.dtype).tiny)
-    out = jnp.einsum("bhqk,bhkd->bhqd", a, v)
+    out = einsum("bhqk,bhkd->bhqd", a, v)
     return out.transpose(0, 2, 1, 3).reshape(B, L, D)
 
 

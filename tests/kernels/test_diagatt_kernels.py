@@ -12,6 +12,7 @@ from skdiagatt.kernels.diagatt import (
     latent_row_loss,
     query_key,
 )
+from skdiagatt.kernels._matmul import einsum
 from skdiagatt.kernels.losses import bernoulli_loglik, categorical_loglik, gaussian_loglik
 from skdiagatt.kernels.scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from tests.conftest import numpy_diagatt
@@ -70,11 +71,11 @@ def test_scores_and_values_gradient_matches_autodiff_of_the_formula(R, affine):
     gp = jnp.asarray(RNG.randn(3, R, 5), jnp.float32)
     gv = jnp.asarray(RNG.randn(3, R, 5, 2), jnp.float32)
 
-    def formula(X, W, V, U):
-        psi = jnp.einsum("bla,rac,blc->brl", X, W, X)
+    def formula(X, W, V, U):  # at float32 precision, as the kernel (TF32 on a GPU otherwise)
+        psi = einsum("bla,rac,blc->brl", X, W, X)
         if U is not None:
-            psi = psi + jnp.einsum("bla,ra->brl", X, U)
-        return psi, jnp.einsum("bla,rat->brlt", X, V)
+            psi = psi + einsum("bla,ra->brl", X, U)
+        return psi, einsum("bla,rat->brlt", X, V)
 
     def kernel(X, W, V, U):
         return diag_scores_and_values(X, V, W=W, U=U)

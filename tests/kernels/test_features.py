@@ -156,7 +156,7 @@ def test_taylor_products_are_the_features_times_the_state(degree):
     got = np.asarray(out, np.float64) * np.exp(np.asarray(log_n, np.float64))[..., None]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
     # The same products as the concatenated features of taylor_features.
-    np.testing.assert_allclose(got, np.asarray(taylor_features(jnp.asarray(x), degree) @ S), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, np.asarray(taylor_features(jnp.asarray(x), degree)) @ S, rtol=1e-4, atol=1e-4)
 
 
 def test_taylor_products_stay_finite_where_the_features_overflow():
