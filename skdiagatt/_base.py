@@ -104,12 +104,17 @@ def check_finite_output(values, name="prediction"):
     Inputs pass validation when they are finite in float32, but products of
     huge values can still overflow; no NaN or infinity may leave a model.
     """
-    for i, v in enumerate(values):
-        if not np.all(np.isfinite(v)):
-            raise ValueError(
-                f"X[{i}] gives a non-finite {name}: its values are too large for "
-                "float32 arithmetic; rescale the input"
-            )
+    if isinstance(values, np.ndarray) and values.ndim > 0:
+        # One pass over an array of outputs, not one call per sample.
+        finite = np.isfinite(values).reshape(values.shape[0], -1).all(axis=1)
+    else:
+        finite = [bool(np.all(np.isfinite(v))) for v in values]
+    if not all(finite):
+        i = int(np.flatnonzero(~np.asarray(finite))[0])
+        raise ValueError(
+            f"X[{i}] gives a non-finite {name}: its values are too large for "
+            "float32 arithmetic; rescale the input"
+        )
     return values
 
 

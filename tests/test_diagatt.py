@@ -459,6 +459,22 @@ def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
     assert _forward._cache_size() == fwd
 
 
+def test_more_steps_per_epoch_on_the_same_shapes_compile_nothing(monkeypatch):
+    # 260 and 280 samples are both stored as 288 (round_count), so the step
+    # programs are the same; only the number of steps per epoch differs (17
+    # and 18 with batches of 16).  Nothing else may compile (the epoch's losses
+    # were once stacked on the device: one program per number of steps).
+    monkeypatch.setattr(_training, "_CHECK_EVERY", 10**9)  # keep the compile counter running
+    rng = np.random.RandomState(0)
+    X = rng.randn(280, 6, 3)
+    y = X[:, 0, 0] + 0.1 * rng.randn(280)
+    kw = dict(FAST, batch_size=16)
+    DiagAttRegressor(**kw).fit(X[:260], y[:260])
+    before = _training._COMPILES[0]
+    DiagAttRegressor(**kw).fit(X, y)
+    assert _training._COMPILES[0] == before
+
+
 def test_query_key_and_linear_score_match_attention(fitted_reg, reg_data):
     x = reg_data[0][0].astype(float)
     Q = fitted_reg.query_key_

@@ -53,9 +53,12 @@ def test_bucket_grid_is_fixed_and_bounded():
 
 def test_buckets_and_unpad_round_trip():
     rng = np.random.RandomState(0)
-    samples = [rng.randn(p, 3).astype(np.float32) for p in (1, 7, 9, 30, 8)]
+    # Buckets of samples all at the bucket's length (1, 24: copied in one
+    # stack) and of mixed lengths (8: 7 and 8 rows; 16; 32).
+    samples = [rng.randn(p, 3).astype(np.float32) for p in (1, 7, 9, 30, 8, 24, 24)]
     b = make_buckets(samples)
-    assert sorted(np.concatenate([x.index for x in b.buckets]).tolist()) == list(range(5))
+    assert [x.length for x in b.buckets] == [1, 8, 16, 24, 32]
+    assert sorted(np.concatenate([x.index for x in b.buckets]).tolist()) == list(range(7))
     for bucket in b.buckets:
         for k, i in enumerate(bucket.index):
             p = samples[i].shape[0]
@@ -66,4 +69,46 @@ def test_buckets_and_unpad_round_trip():
     for s, r in zip(samples, rows):
         np.testing.assert_array_equal(s[:, 0], r)
     per_sample = unpad(b, [x.index * 10 for x in b.buckets], rows=False)
-    np.testing.assert_array_equal(per_sample, np.arange(5) * 10)
+    np.testing.assert_array_equal(per_sample, np.arange(7) * 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_])
+def test_a_3d_array_gives_what_its_samples_give_as_a_list(dtype):
+    X = (np.random.RandomState(0).randn(5, 4, 3) * 3).astype(dtype)
+    whole, listed = check_ragged(X), check_ragged(list(X))
+    assert len(whole) == len(listed) == 5
+    for a, b in zip(whole, listed):
+        assert a.dtype == b.dtype == np.float32
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [(np.nan, r"X\[2\] contains NaN at row 1, column 0"),
+     (np.inf, r"X\[2\] contains infinity at row 1, column 0"),
+     (1e39, r"X\[2\] contains infinity at row 1, column 0 after conversion to float32 \(value too large\)")],
+)
+def test_bad_values_in_a_3d_array_name_the_sample(value, match):
+    X = np.ones((4, 3, 2))
+    X[2, 1, 0] = value
+    with pytest.raises(ValueError, match=match):
+        check_ragged(X)
+
+
+def test_a_3d_array_is_checked_against_the_features_seen_in_fit():
+    with pytest.raises(ValueError, match=r"X\[0\] has 2 features, expected 3 \(as seen in fit\)"):
+        check_ragged(np.ones((4, 3, 2)), n_features=3)
+    with pytest.raises(ValueError, match=r"X\[0\] is empty"):
+        check_ragged(np.ones((4, 0, 2)))
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_a_non_finite_output_names_its_sample(as_list):
+    from skdiagatt._base import check_finite_output
+
+    values = np.ones((5, 2))
+    assert check_finite_output(list(values) if as_list else values) is not None
+    values[3, 1] = np.inf
+    values[4, 0] = np.nan
+    with pytest.raises(ValueError, match=r"X\[3\] gives a non-finite prediction"):
+        check_finite_output(list(values) if as_list else values)
