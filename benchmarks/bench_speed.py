@@ -160,6 +160,19 @@ def _effective_np(params, frozen):
     return S, c, s, W_eff.astype(np.float32), V_eff.astype(np.float32)
 
 
+def _linear_score_np(params, S, c, s):
+    """The linear score term of ``score_form="affine"`` (the default) in input coordinates, as ``linear_score_``."""
+    if "U" not in params:
+        return np.zeros(S.shape[0], np.float32)
+    return ((c * s) * (params["U"][0] @ S)).astype(np.float32)
+
+
+def _penalty_np(params, frozen):
+    """``alpha (||W||^2 + ||U||^2) + alpha_value ||V||^2``, as the kernels' ``penalty``."""
+    score = sum(float(np.sum(params[k] ** 2)) for k in ("W", "U") if k in params)
+    return frozen["alpha"] * score + frozen["alpha_value"] * float(np.sum(params["V"] ** 2))
+
+
 def _adam_np(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8, clip=10.0):
     norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads.values()))
     f = min(1.0, clip / max(norm, 1e-30))
@@ -176,11 +189,14 @@ def _adam_np(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8, clip=10.0):
     return out
 
 
-def _chain_np(gW_eff, gV_eff, params, frozen, S, c, s):
+def _chain_np(gW_eff, gV_eff, gu, params, frozen, S, c, s):
+    """Gradients of the parameters from those of W_eff, V_eff and the linear score term."""
     g = {
         "W": (c * s * (S @ gW_eff @ S))[None] + 2 * frozen["alpha"] * params["W"],
         "V": (c * (S @ gV_eff))[None] + 2 * frozen["alpha_value"] * params["V"],
     }
+    if "U" in params:
+        g["U"] = (c * s * (S @ gu))[None] + 2 * frozen["alpha"] * params["U"]
     return g
 
 
@@ -191,10 +207,12 @@ def numpy_diagatt_step(samples, Y, w, params, frozen, state, lr):
     ragged data), float32, BLAS matmuls; one head, Gaussian family.
     """
     S, c, s, W_eff, V_eff = _effective_np(params, frozen)
+    u_eff = _linear_score_np(params, S, c, s)
     b, log_sigma = params["b"], params["log_sigma"]
     inv_var = np.exp(-2.0 * log_sigma).astype(np.float32)
     d = W_eff.shape[0]
     gW = np.zeros((d, d), np.float32)
+    gu = np.zeros(d, np.float32)
     gV = np.zeros((d, 1), np.float32)
     gb = np.zeros(1, np.float32)
     gls = np.zeros(1, np.float32)
@@ -203,7 +221,7 @@ def numpy_diagatt_step(samples, Y, w, params, frozen, state, lr):
         if wi == 0:
             continue
         P = X @ W_eff
-        psi = c * np.einsum("pd,pd->p", P, X)
+        psi = c * np.einsum("pd,pd->p", P, X) + X @ u_eff
         m = psi.max()
         e = np.exp(psi - m)
         Zs = e.sum()
@@ -220,24 +238,26 @@ def numpy_diagatt_step(samples, Y, w, params, frozen, state, lr):
         dpsi = (kappa - resp) * (wi * c)
         dz = (-resp[:, None] * r * inv_var) * wi
         gW += X.T @ (dpsi[:, None] * X)
+        gu += X.T @ dpsi
         gV += X.T @ dz
         gb += dz.sum(axis=0)
         gls += -wi * (resp[:, None] * (r * r * inv_var - 1.0)).sum(axis=0)
-    grads = _chain_np(gW / wsum, gV / wsum, params, frozen, S, c, s)
+    grads = _chain_np(gW / wsum, gV / wsum, gu / (c * wsum), params, frozen, S, c, s)
     grads["b"], grads["log_sigma"] = gb / wsum, gls / wsum
-    loss = total / wsum + frozen["alpha"] * float(np.sum(params["W"] ** 2))
+    loss = total / wsum + _penalty_np(params, frozen)
     return _adam_np(params, grads, state, lr), loss, grads
 
 
 def numpy_diagatt_step_vectorized(Xb, where, Y, w, params, frozen, state, lr):
     """The same step in NumPy on the padded batch (B, L, d): a few large BLAS calls."""
     S, c, s, W_eff, V_eff = _effective_np(params, frozen)
+    u_eff = _linear_score_np(params, S, c, s)
     b, log_sigma = params["b"], params["log_sigma"]
     inv_var = np.float32(np.exp(-2.0 * log_sigma[0]))
     B, L, d = Xb.shape
     X2 = Xb.reshape(B * L, d)
     P = X2 @ W_eff
-    psi = c * np.einsum("nd,nd->n", P, X2).reshape(B, L)
+    psi = (c * np.einsum("nd,nd->n", P, X2) + X2 @ u_eff).reshape(B, L)
     psi = np.where(where, psi, -np.inf)
     m = psi.max(axis=1, keepdims=True)
     e = np.exp(psi - m)
@@ -257,19 +277,20 @@ def numpy_diagatt_step_vectorized(Xb, where, Y, w, params, frozen, state, lr):
     dz = -resp * r * inv_var * wc
     gW = X2.T @ (dpsi[:, None] * X2)
     gV = X2.T @ dz.reshape(-1, 1)
-    grads = _chain_np(gW, gV, params, frozen, S, c, s)
+    grads = _chain_np(gW, gV, X2.T @ dpsi / c, params, frozen, S, c, s)
     grads["b"] = np.array([dz.sum()], np.float32)
     grads["log_sigma"] = np.array([-(resp * (r * r * inv_var - 1.0) * wc).sum()], np.float32)
-    loss += frozen["alpha"] * float(np.sum(params["W"] ** 2))
+    loss += _penalty_np(params, frozen)
     return _adam_np(params, grads, state, lr), loss, grads
 
 
 def numpy_diagatt_predict(samples, params, frozen):
     """Plain NumPy forward (per-sample loop): the attention prediction z."""
     S, c, s, W_eff, V_eff = _effective_np(params, frozen)
+    u_eff = _linear_score_np(params, S, c, s)
     out = np.empty(len(samples), np.float32)
     for i, X in enumerate(samples):
-        psi = c * np.einsum("pd,pd->p", X @ W_eff, X)
+        psi = c * np.einsum("pd,pd->p", X @ W_eff, X) + X @ u_eff
         e = np.exp(psi - psi.max())
         out[i] = params["b"][0] + (e / e.sum()) @ (X @ V_eff)[:, 0]
     return out
@@ -409,7 +430,7 @@ def section_diagatt_step(report, peaks, rounds):
     _, vloss, vgrad = numpy_diagatt_step_vectorized(Xpad, wpad, Y[idx], w, params, frozen, _adam_state(params), 0.01)
     rel = lambda g: max(
         float(np.max(np.abs(g[k] - np.asarray(jgrad[k]))) / (np.max(np.abs(np.asarray(jgrad[k]))) + 1e-30))
-        for k in ("W", "V", "b", "log_sigma")
+        for k in ("W", "V", "b", "log_sigma", "U")
     )
     err_loop, err_vec = rel(ngrad), rel(vgrad)
 
