@@ -85,6 +85,9 @@ def load():
 SETTLE_S, WARM_S = 0.3, 0.03
 # Consecutive training steps timed together for the step's throughput.
 RUN_STEPS = 8
+# XLA:CPU's YNN fusions off (what XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=
+# does for a whole process), timed beside the default for section 2.
+YNN_OFF = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
 def settle(fn):
@@ -409,15 +412,22 @@ def section_diagatt_step(report, peaks, rounds):
     # step is dispatched while the current one runs).
     run_idx = [rng.permutation(n)[:B].astype(np.int32) for _ in range(RUN_STEPS)]
 
-    def ours_run():
+    def ours_run(step=_training._train_step):
         p_, o_ = jax.tree.map(jnp.copy, pj), jax.tree.map(jnp.copy, opt)
         jax.block_until_ready((p_, o_))
         t = time.perf_counter()
         for i in run_idx:
-            p_, o_, loss = _training._train_step(p_, o_, fj, bucket_data, i, w, lr, diagatt_loss,
-                                                 config, n_chunks)
+            p_, o_, loss = step(p_, o_, fj, bucket_data, i, w, lr, diagatt_loss, config, n_chunks)
         jax.block_until_ready(loss)
         return (time.perf_counter() - t) / RUN_STEPS
+
+    # The same step with XLA:CPU's YNN fusions off; None where this XLA lacks the option.
+    ynn_off = jax.jit(_training._train_step.__wrapped__, static_argnames=("loss_fn", "config", "n_chunks"),
+                      donate_argnums=(0, 1), compiler_options=YNN_OFF)
+    try:
+        ours_run(ynn_off)
+    except jax.errors.JaxRuntimeError:
+        ynn_off = None
 
     # Correctness of the references: gradients against JAX's.
     batch = {k: np.asarray(v)[idx] for k, v in bucket_data.items()}
@@ -460,10 +470,13 @@ def section_diagatt_step(report, peaks, rounds):
     Aj = jnp.asarray(A)
     mm = jax.jit(lambda a, b: a @ b)
     mm(Aj, Aj).block_until_ready()
-    t_ours, t_run, t_loop, t_vec, pk = [], [], [], [], []
+    t_ours, t_run, t_loop, t_vec, pk, t_ynn = [], [], [], [], [], []
     for _ in range(rounds):
         settle(ours_run)
         t_run.append(np.median([ours_run() for _ in range(3)]))
+        if ynn_off is not None:
+            settle(lambda: ours_run(ynn_off))
+            t_ynn.append(np.median([ours_run(ynn_off) for _ in range(3)]))
         settle(ours)
         t_ours.append(np.median([ours() for _ in range(8)]))
         with blas_threads(threads["loop"]):
@@ -491,6 +504,8 @@ def section_diagatt_step(report, peaks, rounds):
         err_loop=err_loop, err_vec=err_vec, threads=threads, useful=useful,
         loss=(float(jloss), nloss, vloss), rounds=rounds,
         padded_rows=B * bucket_data["X"].shape[1], real_rows=B * p,
+        t_ynn=med(t_ynn) if t_ynn else None,
+        ratio_ynn=float(np.median(np.array(t_run) / np.array(t_ynn))) if t_ynn else None,
     )
     return X, y
 
@@ -879,6 +894,10 @@ def write(report, args, path):
     w(f"| the same, one isolated step (latency: dispatch, run, wait) | {st['t_ours'] * 1e3:.2f} ms "
       f"(best {st['best_ours'] * 1e3:.2f}) | {st['latency_gflops']:.1f} | "
       f"{st['latency_gflops'] / peak['peak']:.0%} | |")
+    if st["t_ynn"] is not None:
+        w(f"| the same with XLA:CPU's YNN fusions off (`XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`) | "
+          f"{st['t_ynn'] * 1e3:.2f} ms | {st['useful'] / st['t_ynn'] / 1e9:.1f} | "
+          f"{st['useful'] / st['t_ynn'] / 1e9 / peak['peak']:.0%} | default / off: {st['ratio_ynn']:.2f} |")
     w(f"| NumPy reference, per-sample loop ({st['threads']['loop']} BLAS thread(s)) | {st['t_loop'] * 1e3:.1f} ms | "
       f"{st['useful'] / st['t_loop'] / 1e9:.1f} | {st['useful'] / st['t_loop'] / 1e9 / peak['peak']:.0%} | "
       f"**{st['ratio_loop']:.1f}x** (isolated step: {st['ratio_loop_latency']:.1f}x) |")
@@ -891,6 +910,12 @@ def write(report, args, path):
       "runs them (section 3 times whole epochs of it). An isolated step also waits for its dispatch "
       "and for the worker threads to wake, which `fit` hides by dispatching the next step while one "
       "runs; its time is the second row.")
+    if st["t_ynn"] is not None:
+        w("")
+        w("The YNN row times the same step compiled with XLA:CPU's YNN fusions (an experimental default "
+          "of recent jaxlib versions) off, as `XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=` does for "
+          "a whole process, in the same rounds. skdiagatt keeps XLA's default: this is one machine; the "
+          "ratio says what the flag did here.")
     w("")
     w(f"The references compute the same loss and gradient (max relative gradient difference to JAX: "
       f"loop {st['err_loop']:.1e}, vectorised {st['err_vec']:.1e}; losses {st['loss'][0]:.6f} / "
