@@ -157,6 +157,10 @@ def across_processes(backend, flags=""):
     return digests[0] == digests[1]
 
 
+def ntk_log2_m(quick):
+    return 15 if quick else 18
+
+
 def run_backend(dev, X, y, Xp, reps, quick):
     out = {}
     with jax.default_device(dev), _training.use_devices([dev]):
@@ -170,7 +174,7 @@ def run_backend(dev, X, y, Xp, reps, quick):
         out["fit2"] = time.perf_counter() - t
         est.predict(Xp)
         out["predict"] = best_of(lambda: est.predict(Xp), reps)
-        out["ntk"] = ntk_forward_time(reps, 2**15 if quick else 2**18)
+        out["ntk"] = ntk_forward_time(reps, 2 ** ntk_log2_m(quick))
         out["same_diag"], out["same_ntk"] = reproducible(quick)
     out["processes"] = across_processes(dev.platform)
     if dev.platform == "gpu":
@@ -203,18 +207,19 @@ def main(argv=None):
             results[name]["same_model"] = float(np.max(np.abs(models[first].predict(Xp) - ref))) / scale
         results[name]["own_fit"] = float(np.max(np.abs(models[name].predict(Xp) - ref))) / scale
         results[name]["finite"] = bool(np.all(np.isfinite(models[name].predict(Xp))))
-    write(args, found, results, time.perf_counter() - start)
+    write(args, found, results, time.perf_counter() - start, n, len(Xp))
     return 0
 
 
-def write(args, found, results, wall):
+def write(args, found, results, wall, n, n_pred):
     rows = [
         ("device", lambda r, dev: dev.device_kind),
-        ("DiagAtt training step (n = 9000, p = 100, d = 70, batch 256)",
+        (f"DiagAtt training step (n = {n}, p = 100, d = 70, batch 256)",
          lambda r, dev: f"{1e3 * r['step']:.2f} ms, {r['step_gflops']:.0f} GFLOP/s"),
         ("DiagAttRegressor.fit, first (compiles) / second", lambda r, dev: f"{r['fit1']:.1f} s / {r['fit2']:.1f} s"),
-        ("predict, 10,000 samples", lambda r, dev: f"{r['predict']:.3f} s"),
-        ("NTK-Attention forward, m = 2^18 (B = 8, L = 128, d = 64)", lambda r, dev: f"{1e3 * r['ntk']:.2f} ms"),
+        (f"predict, {n_pred:,} samples", lambda r, dev: f"{r['predict']:.3f} s"),
+        (f"NTK-Attention forward, m = 2^{ntk_log2_m(args.quick)} (B = 8, L = 128, d = 64)",
+         lambda r, dev: f"{1e3 * r['ntk']:.2f} ms"),
         ("two fits with one random_state bit-identical (DiagAtt, NTK)",
          lambda r, dev: f"{'yes' if r['same_diag'] else 'NO'}, {'yes' if r['same_ntk'] else 'NO'}"),
         ("two fresh processes fit bit-identical models (DiagAtt)",
