@@ -41,14 +41,13 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_speed import DOCS, RUN_STEPS, diagatt_flops, diagatt_step_inputs  # noqa: E402
+from bench_speed import DOCS, RUN_STEPS, consecutive_steps, diagatt_flops, diagatt_step_inputs  # noqa: E402
 
 import skdiagatt  # noqa: E402
 from skdiagatt import DiagAttRegressor, NTKPrefixRegressor  # noqa: E402
 from skdiagatt import _training  # noqa: E402
 from skdiagatt.datasets import make_individualized_regression  # noqa: E402
 from skdiagatt.kernels.attention import ntk_attention, prefix_to_state  # noqa: E402
-from skdiagatt.kernels.diagatt import diagatt_loss  # noqa: E402
 
 
 def backends():
@@ -85,14 +84,7 @@ def step_time(X, y, reps):
     n_chunks = _training._n_chunks(B, data["X"].shape[1])
 
     def run():
-        p_, o_ = jax.tree.map(jnp.copy, pj), jax.tree.map(jnp.copy, opt)  # the step donates them
-        jax.block_until_ready((p_, o_))
-        t = time.perf_counter()
-        for idx in runs:
-            p_, o_, loss = _training._train_step(p_, o_, fj, data, idx, w, np.float32(0.01),
-                                                 diagatt_loss, ("latent", "gaussian"), n_chunks)
-        jax.block_until_ready(loss)
-        return (time.perf_counter() - t) / RUN_STEPS
+        return consecutive_steps(_training._train_step, pj, opt, fj, data, runs, w, np.float32(0.01), n_chunks)
 
     run()
     t = min(run() for _ in range(reps))

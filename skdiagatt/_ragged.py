@@ -94,9 +94,16 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
                 f"{name} must be a list of 2-D arrays or a 3-D array (n, p, d); "
                 f"got an array of shape {X.shape}"
             )
-        converted = _check_array3d(X, n_features, dtype)
-        if converted is not None:
-            return list(converted)
+        if len(X):
+            # Every sample of a 3-D array has the layout of the first: check it
+            # once, then convert and scan all values in one pass (10,000 float32
+            # samples of 100 x 70: 24 ms instead of 69 ms per sample).  A NaN or
+            # an infinity falls through to the per-sample pass, which names it.
+            _checked_layout(X[0], f"{name}[0]", n_features, n_features, name)
+            with np.errstate(over="ignore", invalid="ignore"):
+                converted = X.astype(dtype, copy=False)
+            if np.isfinite(converted).all():
+                return list(converted)
         samples = list(X)
     else:
         try:
@@ -110,30 +117,7 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     out = []
     expected = n_features
     for i, xi in enumerate(samples):
-        if hasattr(xi, "toarray"):
-            raise TypeError(f"{name}[{i}] is sparse; pass dense arrays")
-        arr = np.asarray(xi)
-        if arr.dtype == object or not (
-            np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-        ):
-            raise TypeError(f"{name}[{i}] has non-numeric dtype {arr.dtype}")
-        if np.iscomplexobj(arr):
-            raise TypeError(f"{name}[{i}] is complex; only real values are supported")
-        if arr.ndim != 2:
-            raise ValueError(
-                f"{name}[{i}] must be a 2-D array (rows, features), got {arr.ndim}-D "
-                f"with shape {arr.shape}"
-            )
-        p, d = arr.shape
-        if p == 0:
-            raise ValueError(f"{name}[{i}] is empty: it has no rows")
-        if d == 0:
-            raise ValueError(f"{name}[{i}] has 0 features")
-        if expected is None:
-            expected = d
-        elif d != expected:
-            where = "as seen in fit" if n_features is not None else f"like {name}[0]"
-            raise ValueError(f"{name}[{i}] has {d} features, expected {expected} ({where})")
+        arr, expected = _checked_layout(xi, f"{name}[{i}]", expected, n_features, name)
         with np.errstate(over="ignore", invalid="ignore"):
             arr = arr.astype(dtype, copy=False)
         if not np.all(np.isfinite(arr)):
@@ -150,23 +134,35 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     return out
 
 
-def _check_array3d(X, n_features, dtype):
-    """A valid 3-D array converted to ``dtype`` in one pass, or None when anything needs a sample named.
+def _checked_layout(xi, label, expected, n_features, name):
+    """``xi`` as an array, and the feature count the next samples must have.
 
-    Every sample of a 3-D array has the same shape and dtype, so the checks of
-    :func:`check_ragged` reduce to one conversion and one scan (10,000 float32
-    samples of 100 x 70: 24 ms instead of 69 ms for the per-sample pass); a
-    failing check falls back to that pass, which names the sample.
+    Raises, naming ``label``, if ``xi`` is sparse, not real-valued, not 2-D,
+    empty, or has another feature count than ``expected`` (None: any).
     """
-    n, p, d = X.shape
-    numeric = np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_
-    if not numeric or np.iscomplexobj(X) or n == 0 or p == 0 or d == 0:
-        return None
-    if n_features is not None and d != n_features:
-        return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        converted = X.astype(dtype, copy=False)
-    return converted if np.isfinite(converted).all() else None
+    if hasattr(xi, "toarray"):
+        raise TypeError(f"{label} is sparse; pass dense arrays")
+    arr = np.asarray(xi)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ):
+        raise TypeError(f"{label} has non-numeric dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{label} is complex; only real values are supported")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{label} must be a 2-D array (rows, features), got {arr.ndim}-D "
+            f"with shape {arr.shape}"
+        )
+    p, d = arr.shape
+    if p == 0:
+        raise ValueError(f"{label} is empty: it has no rows")
+    if d == 0:
+        raise ValueError(f"{label} has 0 features")
+    if expected is not None and d != expected:
+        where = "as seen in fit" if n_features is not None else f"like {name}[0]"
+        raise ValueError(f"{label} has {d} features, expected {expected} ({where})")
+    return arr, d
 
 
 @dataclass(frozen=True)
