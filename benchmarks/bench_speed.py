@@ -681,20 +681,21 @@ def section_ntk(report, peaks, rounds, quick):
     report["prefix"] = dict(ms=ms, ntk=ntk_times, exact=exact_times)
 
 
-def _scaling_point(n, lengths, d, seed=0, chunk_rows=None):
+def _scaling_point(n, lengths, d, seed=0, chunk_rows=None, pack=DiagAttRegressor._pack):
     """A compiled training loop on synthetic data: ``(loop, info)``.
 
     ``loop(epochs)`` runs ``fit_loop`` for that many epochs and returns its
-    seconds (the first call, which compiles, is made here).  ``info`` has the
-    XLA-planned bytes of one step and the row counts.  ``chunk_rows``
-    overrides ``_training._CHUNK_ROWS`` during the loop (a huge value: whole
+    seconds (the first call, which compiles, is made here).  The data are
+    uploaded as ``DiagAttRegressor.fit`` uploads them (``pack``): packed when
+    the lengths span several buckets, in buckets otherwise.  ``info`` has the XLA-planned
+    bytes of the largest step and the row counts.  ``chunk_rows`` overrides
+    ``_training._CHUNK_ROWS`` during the loop (a huge value: whole
     minibatches).
     """
     rng = np.random.RandomState(seed)
     samples = [rng.standard_normal((int(p), d)).astype(np.float32) for p in lengths]
     Y = rng.standard_normal((n, 1)).astype(np.float32)
-    buckets = make_buckets(samples)
-    data = _training.device_buckets(buckets, Y)
+    data = _training.training_data(samples, Y, pack=pack)
     params = {"W": (0.01 * rng.standard_normal((1, d, d))).astype(np.float32),
               "V": (0.1 * rng.standard_normal((1, d, 1))).astype(np.float32),
               "b": np.zeros(1, np.float32), "log_sigma": np.zeros(1, np.float32)}
@@ -716,27 +717,38 @@ def _scaling_point(n, lengths, d, seed=0, chunk_rows=None):
             _training._CHUNK_ROWS = default_rows
 
     loop(1)
-    # Memory: the largest bucket's step, as XLA plans it (arguments incl. that
-    # bucket's data on the device, outputs, temporaries).
-    big = max(data, key=lambda b: b[0]["X"].size)
-    _, idx0, w0, n_chunks = _training._batches([big], 256, None)[0]  # as fit_loop forms it
+    # Rows one epoch's steps compute (bucket or block padding and minibatch
+    # filler included), per minibatch as fit_loop forms them.
+    batches = _training._batches(data, 256, None)
+    computed = [_step_rows(arrays, idx) for arrays, idx, _, _ in batches]
+    # Memory: the largest step, as XLA plans it (arguments incl. the data on
+    # the device, outputs, temporaries).
+    arrays, idx0, w0, n_chunks = batches[int(np.argmax(computed))]
     pj = jax.tree.map(jnp.asarray, {k: v for k, v in params.items()})
     fj = jax.tree.map(jnp.asarray, frozen)
     opt = _training._TX.init(pj)
     compiled = _training._train_step.lower(
-        pj, opt, fj, big[0], idx0, w0, np.float32(0.0),
+        pj, opt, fj, arrays, idx0, w0, np.float32(0.0),
         loss_fn=diagatt_loss, config=config, n_chunks=n_chunks,
     ).compile()
     ma = compiled.memory_analysis()
-    data_bytes = sum(int(v.nbytes) for b in data for v in b[0].values())
+    stored = [data.arrays] if isinstance(data, _training.PackedData) else [b[0] for b in data]
+    data_bytes = sum(int(v.nbytes) for a in stored for v in a.values())
     step_bytes = ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
-    other = data_bytes - sum(int(v.nbytes) for v in big[0].values())
-    # Rows one epoch's steps compute: bucket padding and minibatch filler included.
-    computed = sum(idx.size * data[b][0]["X"].shape[1] for b, idx, _, _ in _training._batches(data, 256, None))
+    other = data_bytes - sum(int(v.nbytes) for v in arrays.values())
+    stored_rows = sum(int(np.prod(a["X"].shape[:2])) for a in stored)
     info = dict(temp=int(ma.temp_size_in_bytes), mem=int(step_bytes + other), data=data_bytes,
-                real_rows=int(np.sum(lengths)), padded_rows=buckets.padded_rows,
-                computed_rows=computed, flop=n * diagatt_flops(float(np.mean(lengths)), d))
+                real_rows=int(np.sum(lengths)), padded_rows=stored_rows, computed_rows=int(sum(computed)),
+                steps=len(batches), packed=isinstance(data, _training.PackedData),
+                flop=n * diagatt_flops(float(np.mean(lengths)), d))
     return loop, info
+
+
+def _step_rows(arrays, idx):
+    """Rows a training step computes: its samples' padded rows, or its blocks' rows (packed)."""
+    if isinstance(idx, dict):
+        return idx["blocks"].size * arrays["X"].shape[1]
+    return idx.size * arrays["X"].shape[1]
 
 
 # Seconds per epoch = (a fit of LONG epochs - a fit of SHORT epochs) / (LONG - SHORT):
@@ -787,6 +799,9 @@ def section_scaling(report, quick):
         "n": [(n, _scaling_point(n, [104] * n, 70)) for n in ns],
         "p": [(p, _scaling_point(n0, [p] * n0, 70)) for p in ps],
         "ragged": [(float(np.mean(lengths)), _scaling_point(n0, lengths, 70)) for lengths in ragged],
+        # The same samples in buckets, as before packing (pack=False).
+        "ragged_buckets": [(float(np.mean(lengths)), _scaling_point(n0, lengths, 70, pack=False))
+                           for lengths in ragged],
         "d": [(d, _scaling_point(n0, [48] * n0, d)) for d in ds],
         # The long minibatches once more, differentiated whole (no slices).
         "whole": [(p, _scaling_point(n0, [p] * n0, 70, chunk_rows=1 << 62)) for p in long_ps],
@@ -795,7 +810,7 @@ def section_scaling(report, quick):
     timed = _time_interleaved([pt for pts in curves.values() for _, pt in pts], 3 if quick else 8)
     for (key, x), r in zip(keys, timed):
         out.setdefault(key, []).append((x, r))
-    for key in ("n", "p", "ragged", "d"):
+    for key in ("n", "p", "ragged", "ragged_buckets", "d"):
         print(f"  {key}: {[round(r['epoch'], 3) for _, r in out[key]]}", flush=True)
     sliced = dict(out["p"])
     out["unsliced"] = [(p, sliced[p]["epoch"], r["epoch"]) for p, r in out.pop("whole", [])]
@@ -830,7 +845,8 @@ def plot(report, path):
     panels = [
         ("n", "samples n (p = 104, d = 70)", [("grid p", sc["n"])]),
         ("p", "rows per sample (mean for ragged), n = %d, d = 70" % sc["n0"],
-         [("grid-aligned p", sc["p"]), ("log-normal p (p99 = 10 x median)", sc["ragged"])]),
+         [("grid-aligned p", sc["p"]), ("log-normal p (p99 = 10 x median), packed", sc["ragged"]),
+          ("the same in buckets", sc["ragged_buckets"])]),
         ("d", "features d (n = %d, p = 48)" % sc["n0"], [("", sc["d"])]),
     ]
     for col, (key, label, series) in enumerate(panels):
@@ -997,24 +1013,36 @@ def write(report, args, path):
       f"over max_iter epochs (it took {1e3 * min(r['setup'] for _, r in sc['p']):.1f}-"
       f"{1e3 * max(r['setup'] for _, r in sc['p']):.1f} ms on the p curve). The fits are timed in rounds "
       "that visit every point of every curve once (a burst of load then slows one point of each curve, "
-      "not one curve). Memory = bytes XLA plans for one step of the largest bucket "
-      "(arguments with that bucket's data, outputs, temporaries) plus the other buckets' data on the device. "
-      "*Padded / real rows*: the bucket grid's padding; *computed / real rows*: what one epoch's steps "
+      "not one curve). Memory = bytes XLA plans for the largest step "
+      "(arguments with its bucket's data, outputs, temporaries) plus the rest of the data on the device. "
+      "*Stored / real rows*: the padding of the data on the device (the bucket grid's, or for packed data "
+      "each sample's last block of "
+      f"{_training.BLOCK_ROWS} rows); *computed / real rows*: what one epoch's steps "
       "compute, with the filler that completes each minibatch to its rounded size (the last minibatch "
-      "of a bucket and a small bucket's only one hold fewer than 256 samples).")
+      "of a bucket and a small bucket's only one hold fewer than 256 samples; a packed minibatch's blocks "
+      "are rounded up to 4 significant bits).")
+    w("")
+    w("Samples of one length (the n, p and d curves) train in their bucket. Samples whose lengths span "
+      "several buckets (the ragged curve) are packed, as `DiagAttRegressor.fit` does: every minibatch "
+      "holds 256 samples drawn from all lengths, stored in blocks of "
+      f"{_training.BLOCK_ROWS} rows, and the softmax and log-sum-exp of each sample run over its blocks "
+      "(`skdiagatt.kernels.rows`). In buckets, every bucket needs its own minibatches: short data sets take "
+      "many more steps than n / 256, each with a fixed cost. The table after the packed one times the same "
+      "samples in buckets (`pack=False`), in the same rounds.")
     w("")
     for key, title, xname in (("n", "in n (p = 104, d = 70)", "n"),
                               ("p", f"in p (n = {sc['n0']}, d = 70, p on the bucket grid)", "p"),
-                              ("ragged", f"in ragged p, log-normal lengths, p99 = 10 x median (n = {sc['n0']}, d = 70)", "mean p"),
+                              ("ragged", f"in ragged p, log-normal lengths, p99 = 10 x median (n = {sc['n0']}, d = 70), packed", "mean p"),
+                              ("ragged_buckets", "the same ragged samples in buckets (`pack=False`)", "mean p"),
                               ("d", f"in d (n = {sc['n0']}, p = 48)", "d")):
         pts = sc[key]
         w(f"**{title}**: log-log slope {slope([x for x, _ in pts], [r['epoch'] for _, r in pts]):.2f}")
         w("")
-        w(f"| {xname} | s / epoch | useful GFLOP/s | padded / real rows | computed / real rows | step temporaries | memory |")
-        w("|---:|---:|---:|---:|---:|---:|---:|")
+        w(f"| {xname} | s / epoch | steps / epoch | useful GFLOP/s | stored / real rows | computed / real rows | step temporaries | memory |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for x, r in pts:
             xs = f"{x:.1f}" if isinstance(x, float) else str(x)
-            w(f"| {xs} | {r['epoch']:.3f} | {r['gflops']:.1f} | {r['padded_rows'] / r['real_rows']:.3f} | "
+            w(f"| {xs} | {r['epoch']:.3f} | {r['steps']} | {r['gflops']:.1f} | {r['padded_rows'] / r['real_rows']:.3f} | "
               f"{r['computed_rows'] / r['real_rows']:.3f} | "
               f"{fmt_bytes(r['temp'])} | {fmt_bytes(r['mem'])} |")
         w("")
@@ -1072,6 +1100,13 @@ CHANGES = [
     "per bucket and data size.",
     "- **Long minibatches in slices** (`_training._train_step`, `n_chunks`): see the table at the end of "
     "section 5, measured in this run.",
+    "- **Packed minibatches for ragged data** (`_training.training_data`, `kernels/rows.py`): DiagAtt "
+    "stores samples whose lengths span several buckets in blocks of a few rows and draws each minibatch "
+    "from all lengths; the per-sample softmax and log-sum-exp reduce inside a block, then over a sample's "
+    "blocks (`segment_max` / `segment_sum`). An epoch takes n / 256 steps instead of at least one per "
+    "bucket: section 5 times both layouts on the same ragged samples. A first version that reduced "
+    "row by row with segment operations was slower than the buckets on long samples; reducing inside "
+    "blocks first made the difference.",
     "- **Minibatch gather on 2-D rows, one-dispatch optimizer init** (`_training._gather`, "
     "`_init_opt_state`): each sample of a minibatch is gathered as one contiguous row of L x d floats "
     "instead of an (L, d) block, which XLA copies with fewer index computations (steps on short samples "

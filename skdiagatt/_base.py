@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._ragged import check_ragged, make_buckets, unpad
-from ._training import ChunkStream, device_buckets, steps_per_epoch
+from ._training import ChunkStream, steps_per_epoch, training_data
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -185,8 +185,12 @@ class MatrixSampleEstimator(BaseEstimator):
     """Base of the estimators: ragged input, fitted-state checks, localization.
 
     Subclasses implement ``_head_weights(buckets)`` returning, per bucket, the
-    attention weights of shape (m_b, H, L_b).
+    attention weights of shape (m_b, H, L_b).  ``_pack`` is True where the
+    training loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`):
+    ragged training data are then packed (:func:`~skdiagatt._training.training_data`).
     """
+
+    _pack = False
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -261,9 +265,9 @@ class MatrixSampleEstimator(BaseEstimator):
                 )
             perm = rng.permutation(n)
             idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = device_buckets(make_buckets([samples[i] for i in idx_val]), take(idx_val))
+            validation = training_data([samples[i] for i in idx_val], take(idx_val), self._pack)
         train_samples = [samples[i] for i in idx_train]
-        data = device_buckets(make_buckets(train_samples), take(idx_train))
+        data = training_data(train_samples, take(idx_train), self._pack)
         # Small data sets get smaller batches, hence enough optimizer steps.
         batch_size = self.batch_size
         if batch_size == "auto":
@@ -325,14 +329,13 @@ class MatrixSampleEstimator(BaseEstimator):
             offset = 0
             for k, (Xk, _) in enumerate(make()):
                 samples = check_ragged(Xk, n_features=n_features, name=f"chunk {k}: X")
-                yield make_buckets(samples), targets(k, offset, len(samples))
+                yield samples, targets(k, offset, len(samples))
                 offset += len(samples)
 
-        return ChunkStream(batches)
+        return ChunkStream(batches, pack=self._pack)
 
-    @staticmethod
-    def _chunk_steps(scan, batch_size):
-        return sum(steps_per_epoch(lengths, batch_size) for lengths in scan["lengths"])
+    def _chunk_steps(self, scan, batch_size):
+        return sum(steps_per_epoch(lengths, batch_size, self._pack) for lengths in scan["lengths"])
 
     def _auto_batch_size(self, n):
         if self.batch_size == "auto":

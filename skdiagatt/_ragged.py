@@ -7,6 +7,10 @@ geometric grid that holds them -- and padded with zeros to it, with a boolean
 mask marking the real rows.  The grid does not depend on the data, so a later
 call with samples of the same buckets reuses the compiled kernels, and the
 padding wasted per sample stays below about 20% (plus rounding to 8 rows).
+
+Training may instead pack the samples (:func:`make_blocks`): each sample's rows
+are stored one after the other in blocks of a few rows, so that minibatches
+mix samples of any length without padding them to a common one.
 """
 
 import math
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["check_ragged", "bucket_length", "Buckets", "make_buckets", "unpad"]
+__all__ = ["check_ragged", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad"]
 
 _ALIGN = 8
 _GROWTH = 1.2
@@ -257,6 +261,70 @@ def make_buckets(samples):
                 Xb[k, : lengths[i]] = samples[i]
         out.append(Bucket(index=index, X=Xb, where=where))
     return Buckets(buckets=tuple(out), lengths=lengths, n_features=d)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Validated samples, their rows in blocks of C rows, one sample after another.
+
+    Attributes
+    ----------
+    X : ndarray, shape (K, C, d)
+        Sample i's rows fill blocks ``first[i]`` to ``first[i + 1] - 1``; its
+        last block is completed with zeros.  Block ``K - 1`` is all padding
+        (filler of the minibatches points there).
+    valid : ndarray of bool, shape (K, C)
+        True at real rows.
+    first : ndarray of int, shape (n + 1,)
+        The first block of every sample, and the end of the last one.
+    """
+
+    X: np.ndarray
+    valid: np.ndarray
+    first: np.ndarray
+
+    @property
+    def n_samples(self):
+        return self.first.shape[0] - 1
+
+
+def make_blocks(samples, rows_per_block):
+    """Store validated samples in blocks of ``rows_per_block`` rows, plus one block of padding.
+
+    Parameters
+    ----------
+    samples : list of ndarray of shape (p_i, d)
+        As returned by :func:`check_ragged`.
+    rows_per_block : int
+
+    Returns
+    -------
+    Blocks
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt._ragged import make_blocks
+    >>> b = make_blocks([np.ones((3, 2)), np.ones((1, 2)), np.ones((4, 2))], 2)
+    >>> b.X.shape, b.first.tolist()
+    ((6, 2, 2), [0, 2, 3, 5])
+    >>> b.valid.sum(axis=1).tolist()                  # the last block is padding
+    [2, 1, 1, 2, 2, 0]
+    """
+    C = rows_per_block
+    lengths = np.array([s.shape[0] for s in samples], dtype=np.int64)
+    counts = -(-lengths // C)
+    first = np.concatenate([[0], np.cumsum(counts)])
+    K = int(first[-1]) + 1
+    flat = np.zeros((K * C, samples[0].shape[1]), dtype=samples[0].dtype)
+    for i, s in enumerate(samples):
+        flat[first[i] * C : first[i] * C + s.shape[0]] = s
+    row = np.arange(K * C)
+    owner = np.searchsorted(first, row // C, side="right") - 1
+    valid = np.zeros(K * C, dtype=bool)
+    real = owner < len(samples)
+    valid[real] = row[real] - first[owner[real]] * C < lengths[owner[real]]
+    return Blocks(X=flat.reshape(K, C, -1), valid=valid.reshape(K, C), first=first)
 
 
 def unpad(buckets, per_bucket, *, rows=True):

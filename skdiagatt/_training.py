@@ -17,6 +17,14 @@ the gradients across them.  The minibatches, the step sizes and the update
 are those of one device, so the loss curve is the same up to float rounding
 (summation order).  :func:`use_devices` chooses the devices (default: all).
 
+Ragged data: samples whose lengths fall in more than one bucket may be
+uploaded *packed* (:func:`training_data`, :class:`PackedData`) for losses
+that accept the packed layout of :mod:`skdiagatt.kernels.rows`.  A minibatch
+is then ``batch_size`` samples drawn from the whole data set, whatever their
+lengths, that compute their own rows; with buckets each minibatch holds
+samples of one bucket length, and data with many lengths take one step per
+bucket or more.
+
 Beyond memory: ``data`` may also be a :class:`ChunkStream`, which uploads one
 chunk of samples at a time; an epoch visits the chunks in order and, within a
 chunk, the same minibatches as an in-memory fit of that chunk.
@@ -36,10 +44,16 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from sklearn.exceptions import ConvergenceWarning
 
+from ._ragged import bucket_length, make_blocks, make_buckets
+from .kernels.rows import PackedRows
+
 __all__ = [
     "TrainResult",
     "ChunkStream",
+    "PackedData",
     "device_buckets",
+    "device_packed",
+    "training_data",
     "fit_loop",
     "map_buckets",
     "round_count",
@@ -64,6 +78,12 @@ _MAP_FRACTION = 0.5
 # (``docs/performance.md``, section 5).  104 x 70 (26,624 rows) was no faster
 # in slices.
 _CHUNK_ROWS = 1 << 15
+# Rows per block of packed data: a sample pads at most BLOCK_ROWS - 1 rows,
+# and a block is the unit of the minibatch gather and of the first stage of
+# the per-sample reductions.  On the ragged sets of ``docs/performance.md``
+# (section 5) 4 was as fast as 2 on the shortest set and 10% faster on the
+# longest; 1 and 8 were slower.
+BLOCK_ROWS = 4
 
 
 def round_count(m):
@@ -257,17 +277,97 @@ def device_buckets(buckets, targets):
     return out
 
 
+@dataclass
+class PackedData:
+    """Training samples of many lengths on the device, rows in blocks (:func:`device_packed`).
+
+    Attributes
+    ----------
+    arrays : dict of jax arrays
+        ``X`` (K, C, d) and ``valid`` (K, C), the blocks of
+        :func:`skdiagatt._ragged.make_blocks` (block counts rounded up with
+        empty blocks); ``y`` (n', t), the targets (counts rounded up).
+    first : ndarray of int, shape (n + 1,)
+        The first block of every sample (on the host: minibatches are planned
+        there).
+    """
+
+    arrays: dict
+    first: np.ndarray
+
+    @property
+    def n(self):
+        return self.first.shape[0] - 1
+
+
+def device_packed(samples, targets):
+    """Copy samples and their targets to the device once, rows in blocks of ``BLOCK_ROWS``.
+
+    Parameters
+    ----------
+    samples : list of ndarray (p_i, d)
+    targets : ndarray of shape (n, ...)
+
+    Returns
+    -------
+    PackedData
+    """
+    blocks = make_blocks(samples, BLOCK_ROWS)
+    K, n = blocks.X.shape[0], len(samples)
+
+    def grown(arr, size):
+        fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
+        return np.ascontiguousarray(np.concatenate([arr, fill]))
+
+    arrays = {
+        "X": grown(blocks.X, round_count(K)),
+        "valid": grown(blocks.valid, round_count(K)),
+        "y": grown(np.asarray(targets, dtype=np.float32), round_count(n)),
+    }
+    return PackedData(arrays=_placement().put(arrays), first=blocks.first)
+
+
+def training_data(samples, targets, pack=False):
+    """Upload training samples: packed if ``pack`` and their lengths span several buckets.
+
+    Parameters
+    ----------
+    samples : list of ndarray (p_i, d)
+    targets : ndarray (n, ...) or list of n row-level arrays (never packed), or None
+    pack : bool
+        The loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`).
+
+    Returns
+    -------
+    PackedData or list
+        What :func:`fit_loop` takes.  Samples of one bucket length stay in
+        their bucket: a padded minibatch of equal-length samples has nothing
+        to gain from packing.
+    """
+    row_level = targets is None or isinstance(targets, list)
+    if pack and not row_level and _spans_buckets([s.shape[0] for s in samples]):
+        return device_packed(samples, targets)
+    return device_buckets(make_buckets(samples), targets)
+
+
+def _spans_buckets(lengths):
+    """True if samples of these lengths fall in more than one bucket (then they are packed)."""
+    return len({bucket_length(int(p)) for p in np.unique(lengths)}) > 1
+
+
 class ChunkStream:
     """Training data that arrive one chunk at a time (larger than memory).
 
     Parameters
     ----------
     make_iter : callable
-        ``make_iter()`` returns a fresh iterator of ``(buckets, targets)``
-        pairs, one per chunk, in the layout of :func:`device_buckets`; it is
+        ``make_iter()`` returns a fresh iterator of ``(samples, targets)``
+        pairs, one per chunk, as :func:`training_data` takes them; it is
         called once per epoch, so the source is read again every epoch.
     n_chunks : int
         For progress lines only.
+    pack : bool
+        Passed to :func:`training_data` for every chunk.
 
     Notes
     -----
@@ -275,13 +375,14 @@ class ChunkStream:
     next one is uploaded, so at most one chunk is on the device at a time.
     """
 
-    def __init__(self, make_iter, n_chunks=None):
+    def __init__(self, make_iter, n_chunks=None, pack=False):
         self.make_iter = make_iter
         self.n_chunks = n_chunks
+        self.pack = pack
 
     def __iter__(self):
-        for buckets, targets in self.make_iter():
-            yield device_buckets(buckets, targets)
+        for samples, targets in self.make_iter():
+            yield training_data(samples, targets, self.pack)
 
 
 def _gather(data, idx):
@@ -290,7 +391,18 @@ def _gather(data, idx):
     Taking ``(L * d)``-long rows of ``X`` instead of ``(L, d)`` blocks gives
     XLA a gather with one contiguous slice per sample; on CPU that cut a
     step on samples of 24 rows by about 4% (the same values).
+
+    Packed data (``idx`` a dict, see :func:`_packed_batches`): the blocks
+    ``idx["blocks"]`` (K,) of the samples ``idx["idx"]`` (B,), with their
+    :class:`~skdiagatt.kernels.rows.PackedRows` as ``where``.
     """
+    if isinstance(idx, dict):
+        X, blocks = data["X"], idx["blocks"]
+        return {
+            "X": X.reshape(X.shape[0], -1)[blocks].reshape(blocks.shape + X.shape[1:]),
+            "where": PackedRows(valid=data["valid"][blocks], seg=idx["seg"], n=idx["idx"].shape[0]),
+            "y": data["y"][idx["idx"]],
+        }
     out = {}
     for key, v in data.items():
         flat = v.reshape(v.shape[0], -1)[idx] if v.ndim > 2 else v[idx]
@@ -359,6 +471,57 @@ def _n_chunks(count, length):
     return n
 
 
+def _batch_width(m, batch_size, unit):
+    """Slots of a minibatch: ``batch_size``, or the rounded count of a data set that small."""
+    size = round_count(m) if m <= batch_size else batch_size
+    return unit * math.ceil(size / unit)
+
+
+def _filled(idx, width):
+    """``idx`` completed with filler (sample 0) to ``width``, and the weights (0 for filler)."""
+    w = np.ones(width, dtype=np.float32)
+    if idx.size < width:
+        w[idx.size :] = 0.0
+        idx = np.concatenate([idx, np.zeros(width - idx.size, dtype=idx.dtype)])
+    return idx, w
+
+
+def _packed_batches(data, batch_size, rng, n_devices=1):
+    """The minibatches of packed data: ``batch_size`` samples of any lengths each.
+
+    The samples, shuffled, are cut into minibatches of ``batch_size`` (the
+    last one completed with filler of weight 0, which owns no block).  A
+    minibatch's blocks, sample after sample, are padded with the empty block
+    to a count rounded up to 4 significant bits (:func:`round_count`), so
+    that a data set compiles a few step shapes.
+
+    Returns
+    -------
+    list of (arrays, dict, ndarray, 1)
+        As :func:`_batches`; the dict holds ``idx`` (B,), ``blocks`` (K,)
+        and ``seg`` (K,), the slot of each block's sample.
+    """
+    n, first = data.n, data.first
+    counts = np.diff(first)
+    empty = data.arrays["X"].shape[0] - 1
+    perm = rng.permutation(n) if rng is not None else np.arange(n)
+    perm = perm.astype(np.int32)
+    width = _batch_width(n, batch_size, n_devices)
+    out = []
+    for start in range(0, n, batch_size):
+        idx = perm[start : start + batch_size]
+        c = counts[idx]
+        total = int(c.sum())
+        K = n_devices * math.ceil(round_count(total) / n_devices)
+        blocks = np.full(K, empty, dtype=np.int32)
+        blocks[:total] = np.repeat(first[idx] - (np.cumsum(c) - c), c) + np.arange(total)
+        seg = np.full(K, width - 1, dtype=np.int32)
+        seg[:total] = np.repeat(np.arange(idx.size, dtype=np.int32), c)
+        idx, w = _filled(idx, width)
+        out.append((data.arrays, {"idx": idx, "blocks": blocks, "seg": seg}, w, 1))
+    return out
+
+
 def _batches(data, batch_size, rng, n_devices=1):
     """Index and weight arrays of the minibatches of every bucket.
 
@@ -373,25 +536,30 @@ def _batches(data, batch_size, rng, n_devices=1):
     hundreds of programs, and every XLA program keeps about a hundred
     memory mappings, against a limit of 65,530 per process.)  Widths are
     multiples of the device count, so that a minibatch splits evenly.
+
+    Returns
+    -------
+    list of (arrays, idx, w, n_chunks)
+        The bucket's device arrays, the indices (B,) and weights (B,) of a
+        minibatch, and its slices (:func:`_train_step`).  Packed data:
+        :func:`_packed_batches`.
     """
+    if isinstance(data, PackedData):
+        return _packed_batches(data, batch_size, rng, n_devices)
     out = []
-    for b, (arrays, m) in enumerate(data):
+    for arrays, m in data:
         perm = rng.permutation(m) if rng is not None else np.arange(m)
         perm = perm.astype(np.int32)  # the dtype the device uses: no conversion per step
         length = arrays["X"].shape[1]
         size = round_count(m) if m <= batch_size else batch_size
         n_full = _n_chunks(size, length)
-        unit = n_full * n_devices
-        width = unit * math.ceil(size / unit)
+        width = _batch_width(m, batch_size, n_full * n_devices)
         for start in range(0, m, batch_size):
             idx = perm[start : start + batch_size]
             # Fewer slices for a last minibatch too small to put a real sample in each.
             n_chunks = min(n_full, 1 << (idx.size.bit_length() - 1))
-            w = np.ones(width, dtype=np.float32)
-            if idx.size < width:
-                w[idx.size :] = 0.0
-                idx = np.concatenate([idx, np.zeros(width - idx.size, dtype=idx.dtype)])
-            out.append((b, idx, w, n_chunks))
+            idx, w = _filled(idx, width)
+            out.append((arrays, idx, w, n_chunks))
     if rng is not None:
         order = rng.permutation(len(out))
         out = [out[k] for k in order]
@@ -400,10 +568,10 @@ def _batches(data, batch_size, rng, n_devices=1):
 
 def _mean_loss(params, frozen, data, loss_fn, config, batch_size, place):
     total, count = 0.0, 0.0
-    for b, idx, w, _ in _batches(data, batch_size, None, place.n):
+    for arrays, idx, w, _ in _batches(data, batch_size, None, place.n):
         total += float(
             _eval_step(
-                params, frozen, data[b][0], place.put_batch(idx), place.put_batch(w),
+                params, frozen, arrays, place.put_batch(idx), place.put_batch(w),
                 loss_fn, config,
             )
         )
@@ -418,7 +586,7 @@ def _chunks(data):
     return iter([data])
 
 
-def steps_per_epoch(lengths, batch_size):
+def steps_per_epoch(lengths, batch_size, pack=False):
     """Minibatches per epoch for samples of ``lengths`` rows (as :func:`fit_loop` forms them).
 
     Parameters
@@ -426,9 +594,11 @@ def steps_per_epoch(lengths, batch_size):
     lengths : array of int
         ``p_i`` of the samples of one chunk (of the whole data set in memory).
     batch_size : int
+    pack : bool
+        As for :func:`training_data` (with targets of shape (n, ...)).
     """
-    from ._ragged import bucket_length
-
+    if pack and _spans_buckets(lengths):
+        return math.ceil(len(lengths) / batch_size)
     counts = {}
     for p in np.asarray(lengths):
         L = bucket_length(int(p))
@@ -525,13 +695,13 @@ def fit_loop(
     for epoch in range(max_iter):
         losses, weights = [], []
         for chunk in _chunks(data):
-            for b, idx, w, n_chunks in _batches(chunk, batch_size, random_state, place.n):
+            for arrays, idx, w, n_chunks in _batches(chunk, batch_size, random_state, place.n):
                 if schedule == "constant":
                     lr = learning_rate
                 else:
                     lr = 0.5 * learning_rate * (1.0 + math.cos(math.pi * step / total_steps))
                 params, opt_state, loss = _train_step(
-                    params, opt_state, frozen, chunk[b][0], place.put_batch(idx),
+                    params, opt_state, frozen, arrays, place.put_batch(idx),
                     place.put_batch(w), np.float32(lr), loss_fn, config, n_chunks,
                 )
                 losses.append(loss)
@@ -585,11 +755,13 @@ def fit_loop(
 def map_device_data(fn, data, *args):
     """Apply a jitted ``fn(*args, X, where)`` to the real samples of uploaded data.
 
-    ``data`` is what :func:`fit_loop` trains on (from :func:`device_buckets`,
+    ``data`` is what :func:`fit_loop` trains on (from :func:`training_data`,
     or a :class:`ChunkStream`, read once more).  Each bucket is cut into slices
     of one fixed power-of-two size (about ``2**17`` rows); the last slice is
     shifted back to end at the bucket's capacity, so every bucket compiles one
-    shape, and the samples it repeats are dropped.
+    shape, and the samples it repeats are dropped.  Packed data is cut into
+    groups of a power-of-two number of samples, packed as in training (``fn``
+    must accept the packed layout).
 
     Returns
     -------
@@ -601,6 +773,14 @@ def map_device_data(fn, data, *args):
     release_programs_near_map_limit()
     outs, ys = [], []
     for chunk in _chunks(data):
+        if isinstance(chunk, PackedData):
+            rows = chunk.first[-1] * chunk.arrays["X"].shape[1]
+            size = _pow2_at_most(chunk.n, max(1, _PREDICT_ROWS * chunk.n // max(1, rows)))
+            for arrays, idx, w, _ in _packed_batches(chunk, size, None):
+                res = _packed_map(fn, args, arrays, idx)
+                outs.append(np.asarray(res)[: int(w.sum())])
+            ys.append(np.asarray(chunk.arrays["y"])[: chunk.n])
+            continue
         for arrays, m in chunk:
             cap, L = arrays["X"].shape[:2]
             size = min(cap, _pow2_at_most(m, max(1, _PREDICT_ROWS // L)))
@@ -611,6 +791,12 @@ def map_device_data(fn, data, *args):
                 outs.append(np.asarray(res)[keep])
             ys.append(np.asarray(arrays["y"])[:m])  # slicing on the device would compile per m
     return np.concatenate(outs), np.concatenate(ys)
+
+
+@partial(jax.jit, static_argnames=("fn",))
+def _packed_map(fn, args, data, idx):
+    batch = _gather(data, idx)
+    return fn(*args, batch["X"], batch["where"])
 
 
 def map_buckets(fn, buckets, *args):

@@ -15,8 +15,8 @@ from ._base import (
     check_finite_output,
 )
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets, fit_loop, map_buckets, map_device_data, round_count
+from ._ragged import check_ragged, unpad
+from ._training import fit_loop, map_buckets, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import (
@@ -48,6 +48,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
+    _pack = True
     # The inverse temperature stays out of the main phase: trained alongside W
     # it would undo the penalty (W shrinks, the scale grows).  Calibration then
     # fits it with v and b, W (and U) fixed.
@@ -323,7 +324,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             (self.objective, family),
             params,
             frozen,
-            data=device_buckets(make_buckets(samples), Y),
+            data=training_data(samples, Y, self._pack),
             max_iter=1,
             learning_rate=self.learning_rate,
             batch_size=self._auto_batch_size(n),

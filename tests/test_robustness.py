@@ -112,9 +112,11 @@ class Spec:
 
 _TRAIN = dict(max_iter=2, random_state=0)
 _SPECS = [
-    Spec("DiagAttRegressor", DiagAttRegressor, "reg", dict(calibration_iter=1, **_TRAIN),
+    # batch_size=2: the ragged samples train packed, two minibatches per epoch.
+    Spec("DiagAttRegressor", DiagAttRegressor, "reg", dict(calibration_iter=1, batch_size=2, **_TRAIN),
          (64, [P1, P1, LONG, LONG]), "softmax"),
-    Spec("DiagAttClassifier", DiagAttClassifier, "clf", dict(n_heads=2, calibration_iter=1, **_TRAIN),
+    Spec("DiagAttClassifier", DiagAttClassifier, "clf", dict(n_heads=2, calibration_iter=1, batch_size=2,
+                                                            **_TRAIN),
          (1, [P1, P1, MID, MID]), "softmax", heads=2),
     Spec("NTKPrefixRegressor", NTKPrefixRegressor, "reg", dict(prefix_length=8, **_TRAIN),
          (3, [P1, P1, LONG, LONG]), "partial"),

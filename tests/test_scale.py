@@ -164,6 +164,73 @@ def test_minibatches_have_little_filler_and_every_slice_a_real_sample():
         assert np.array_equal(np.sort(np.concatenate(drawn)), np.arange(m))
 
 
+# ------------------------------------------------------- packed ragged data
+@pytest.fixture(scope="module")
+def ragged():
+    """80 samples of 1 to 30 rows (several bucket lengths), d = 4."""
+    X, y, _, _ = make_individualized_regression(80, n_rows=(1, 30), n_features=4, random_state=2)
+    return X, y
+
+
+def test_ragged_training_data_are_packed_and_one_length_is_not(ragged):
+    from skdiagatt._training import PackedData, training_data
+
+    X, y = ragged
+    Y = np.asarray(y, np.float32)[:, None]
+    assert isinstance(training_data(X, Y, pack=True), PackedData)
+    assert isinstance(training_data(X, Y, pack=False), list)
+    same = [x[:5] for x in X if x.shape[0] >= 5]  # one bucket length
+    assert isinstance(training_data(same, Y[: len(same)], pack=True), list)
+    rows = [np.zeros((x.shape[0], 1), np.float32) for x in X]  # row-level targets
+    assert isinstance(training_data(X, rows, pack=True), list)
+
+
+def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
+    from skdiagatt._ragged import make_blocks
+    from skdiagatt._training import PackedData, _packed_batches, steps_per_epoch
+
+    rng = np.random.RandomState(0)
+    for _ in range(20):
+        n, n_dev, C = int(rng.randint(1, 900)), int(rng.choice([1, 2])), int(rng.choice([1, 2, 3]))
+        lengths = np.maximum(1, rng.lognormal(2.5, 1.0, n).astype(int))
+        blocks = make_blocks([np.empty((p, 0), np.float32) for p in lengths], C)
+        K = blocks.X.shape[0] + int(rng.randint(0, 3))  # capacity rounded up
+        data = PackedData(arrays={"X": np.empty((K, C, 0))}, first=blocks.first)
+        batches = _packed_batches(data, 64, rng, n_dev)
+        assert len(batches) == -(-n // 64)
+        if len(set(lengths.tolist())) > 8:  # several bucket lengths: what fit_chunks schedules
+            assert steps_per_epoch(lengths, 64, pack=True) == len(batches)
+        drawn = []
+        for _, idx, w, n_chunks in batches:
+            real, b, seg = int(w.sum()), idx["blocks"], idx["seg"]
+            assert n_chunks == 1 and idx["idx"].size % n_dev == 0 and b.size % n_dev == 0
+            assert idx["idx"].size == (64 if n > 64 else idx["idx"].size) and np.all(np.diff(seg) >= 0)
+            # Filler blocks (the empty block K - 1) go to the last slot, keeping seg sorted.
+            assert np.all(b[seg >= real] == K - 1) and np.all(b[seg == idx["idx"].size - 1] >= 0)
+            for slot, i in enumerate(idx["idx"][:real]):
+                own = b[(seg == slot) & (b != K - 1)]
+                np.testing.assert_array_equal(own, np.arange(blocks.first[i], blocks.first[i + 1]))
+            assert np.sum(b != K - 1) == np.sum(np.diff(blocks.first)[idx["idx"][:real]])
+            drawn.append(idx["idx"][:real])
+        assert np.array_equal(np.sort(np.concatenate(drawn)), np.arange(n))
+
+
+@pytest.mark.parametrize("kw", [FAST, {**FAST, "value_refit": True, "alpha_value": 0.01},
+                                {**FAST, "n_heads": 2, "exclusive_heads": True}])
+def test_one_chunk_of_ragged_data_is_the_in_memory_fit(ragged, kw):
+    X, y = ragged
+    _same(DiagAttRegressor(**kw).fit(X, y), DiagAttRegressor(**kw).fit_chunks([(X, y)]))
+
+
+def test_ragged_fit_with_early_stopping_is_reproducible(ragged):
+    X, y = ragged
+    kw = {**FAST, "early_stopping": True, "n_iter_no_change": 10}
+    a, b = DiagAttRegressor(**kw).fit(X, y), DiagAttRegressor(**kw).fit(X, y)
+    _same(a, b)
+    assert len(a.validation_scores_) == 5 and np.all(np.isfinite(a.validation_scores_))
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
 def test_a_sliced_step_is_the_whole_step():
     import jax
     import jax.numpy as jnp
@@ -240,6 +307,14 @@ _TWO_DEVICES = textwrap.dedent(
             one = est.fit(X, y)
         out[name] = {"two": curve2, "one": list(one.loss_curve_),
                      "pred_diff": float(np.max(np.abs(pred2 - one.predict(X))))}
+    # Ragged samples: packed minibatches, blocks sharded over the devices.
+    Xr, yr, _, _ = make_individualized_regression(60, n_rows=(1, 20), n_features=4, random_state=1)
+    kw = dict(max_iter=3, calibration_iter=2, batch_size=16, random_state=0)
+    two = DiagAttRegressor(**kw).fit(Xr, yr)
+    with _training.use_devices(jax.devices()[:1]):
+        one = DiagAttRegressor(**kw).fit(Xr, yr)
+    out["packed"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
+                     "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
     # Minibatches differentiated in 4 interleaved slices (as long samples are).
     _training._CHUNK_ROWS = 32
     two = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
@@ -263,7 +338,7 @@ def test_two_devices_give_the_loss_curve_of_one():
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     res = json.loads(line[len("RESULT"):])
     assert res["devices"] == 2 and res["training"] == 2
-    for name in ("diagatt", "ntk", "sliced"):
+    for name in ("diagatt", "ntk", "sliced", "packed"):
         two, one = np.array(res[name]["two"]), np.array(res[name]["one"])
         assert two.shape == one.shape and two.size >= 3
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6, err_msg=name)

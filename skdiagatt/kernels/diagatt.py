@@ -18,6 +18,10 @@ so that an L2 penalty on ``W`` acts in whitened coordinates); and ``inv_tau``,
 the inverse temperature.
 
 Data: ``X`` (B, L, d) padded samples, ``where`` (B, L) real rows, ``y`` (B, t).
+The objectives, the weights, the forward pass and the pooled rows also take
+a packed minibatch: ``X`` (K, C, d) in blocks of C rows and ``where`` a
+:class:`~skdiagatt.kernels.rows.PackedRows` (see :mod:`skdiagatt.kernels.rows`);
+per-sample outputs are then (n, ...), per-row ones (K, R, C).
 """
 
 import jax.numpy as jnp
@@ -25,7 +29,7 @@ import jax.numpy as jnp
 from ._matmul import einsum, matmul
 from .losses import LOGLIK, ridge_penalty
 from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
-from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
+from .rows import per_block, row_log_softmax, row_logsumexp, row_softmax, row_total
 
 __all__ = [
     "query_key",
@@ -213,15 +217,14 @@ def competing_scores(psi, where, frozen):
     >>> where = jnp.array([[True, True, True]])
     >>> K.competing_scores(psi, where, {}) is psi
     True
-    >>> plain = K.masked_softmax(psi, where[:, None, :])
-    >>> excl = K.masked_softmax(K.competing_scores(psi, where, {"exclusion": 1.0}), where[:, None, :])
+    >>> plain = K.row_softmax(psi, where)
+    >>> excl = K.row_softmax(K.competing_scores(psi, where, {"exclusion": 1.0}), where)
     >>> bool(excl[0, 1, 0] < plain[0, 1, 0]), np.allclose(excl.sum(-1), 1.0)
     (True, True)
     """
     if "exclusion" not in frozen or psi.shape[1] == 1:
         return psi
-    mask = where[:, None, :]
-    log_kappa = masked_log_softmax(psi, mask)
+    log_kappa = row_log_softmax(psi, where)
     # log(1 - kappa), floored: a head sure of a row (kappa -> 1) must not
     # send -inf (and an infinite gradient) to the other heads.
     free = jnp.log(jnp.maximum(-jnp.expm1(log_kappa), 1e-6))
@@ -263,7 +266,7 @@ def head_weights(params, frozen, X, where):
     (True, 0.0)
     """
     psi = competing_scores(head_scores(params, frozen, X), where, frozen)
-    return masked_softmax(psi, where[:, None, :])
+    return row_softmax(psi, where)
 
 
 def diagatt_forward(params, frozen, X, where):
@@ -303,14 +306,14 @@ def diagatt_forward(params, frozen, X, where):
     True
     """
     kappa, rows = _weights_and_values(params, frozen, X, where)
-    head_out = einsum("brl,brlt->brt", kappa, rows)
+    head_out = row_total(einsum("brl,brlt->brt", kappa, rows), where)
     return params["b"] + jnp.sum(head_out, axis=1), kappa
 
 
 def _weights_and_values(params, frozen, X, where):
     """Attention weights (B, R, L) and row read-outs ``x_l V_r`` (B, R, L, t)."""
     psi, rows = _scores_values(params, frozen, X)
-    return masked_softmax(competing_scores(psi, where, frozen), where[:, None, :]), rows
+    return row_softmax(competing_scores(psi, where, frozen), where), rows
 
 
 def row_contributions(params, frozen, X, where):
@@ -393,7 +396,7 @@ def pooled_rows(params, frozen, X, where):
     True
     """
     kappa = head_weights(params, frozen, X, where)
-    pooled = einsum("brl,bld->brd", kappa, X)
+    pooled = row_total(einsum("brl,bld->brd", kappa, X), where)
     # S is symmetric: (c S X^T kappa_r)^T = c (X^T kappa_r)^T S.
     return frozen["x_scale"] * matmul(pooled, frozen["S"])
 
@@ -445,14 +448,13 @@ def latent_row_loss(params, frozen, X, where, y, family):
     >>> np.allclose(nll, 0.5 * (y - z)[:, 0] ** 2, atol=1e-5)   # log_sigma = 0
     True
     """
-    mask = where[:, None, :]
     psi, rows = _scores_values(params, frozen, X)  # (B, R, L), (B, R, L, t)
-    log_kappa = masked_log_softmax(competing_scores(psi, where, frozen), mask)
-    head_out = einsum("brl,brlt->brt", jnp.exp(log_kappa), rows)
+    log_kappa = row_log_softmax(competing_scores(psi, where, frozen), where)
+    head_out = row_total(einsum("brl,brlt->brt", jnp.exp(log_kappa), rows), where)
     others = jnp.sum(head_out, axis=1, keepdims=True) - head_out  # (B, R, t)
-    z = params["b"] + others[:, :, None, :] + rows
-    ll = LOGLIK[family](y[:, None, None, :], z, params["log_sigma"])
-    per_head = masked_logsumexp(log_kappa + ll, mask)  # (B, R)
+    z = params["b"] + per_block(others, where)[:, :, None, :] + rows
+    ll = LOGLIK[family](per_block(y, where)[:, None, None, :], z, params["log_sigma"])
+    per_head = row_logsumexp(log_kappa + ll, where)  # (B, R)
     return -jnp.mean(per_head, axis=1)
 
 
