@@ -490,10 +490,12 @@ def _packed_batches(data, batch_size, rng, n_devices=1):
     """The minibatches of packed data: ``batch_size`` samples of any lengths each.
 
     The samples, shuffled, are cut into minibatches of ``batch_size`` (the
-    last one completed with filler of weight 0, which owns no block).  A
+    last one completed with filler of weight 0, which owns no block).  Each
     minibatch's blocks, sample after sample, are padded with the empty block
-    to a count rounded up to 4 significant bits (:func:`round_count`), so
-    that a data set compiles a few step shapes.
+    to one count per epoch: the largest minibatch's, rounded up to 4
+    significant bits (:func:`round_count`).  The step then has one shape for
+    a data set, whatever the draw and the size of the last minibatch, and
+    similar data sets (the folds of a grid search) share it.
 
     Returns
     -------
@@ -507,12 +509,13 @@ def _packed_batches(data, batch_size, rng, n_devices=1):
     perm = rng.permutation(n) if rng is not None else np.arange(n)
     perm = perm.astype(np.int32)
     width = _batch_width(n, batch_size, n_devices)
+    cuts = [perm[start : start + batch_size] for start in range(0, n, batch_size)]
+    largest = max(int(counts[idx].sum()) for idx in cuts)
+    K = n_devices * math.ceil(round_count(largest) / n_devices)
     out = []
-    for start in range(0, n, batch_size):
-        idx = perm[start : start + batch_size]
+    for idx in cuts:
         c = counts[idx]
         total = int(c.sum())
-        K = n_devices * math.ceil(round_count(total) / n_devices)
         blocks = np.full(K, empty, dtype=np.int32)
         blocks[:total] = np.repeat(first[idx] - (np.cumsum(c) - c), c) + np.arange(total)
         seg = np.full(K, width - 1, dtype=np.int32)
