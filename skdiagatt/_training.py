@@ -86,15 +86,17 @@ _CHUNK_ROWS = 1 << 15
 BLOCK_ROWS = 4
 
 
-def round_count(m):
-    """Round a sample count up to 4 significant bits (at most 12.5% more).
+def round_count(m, bits=4):
+    """Round a count up to ``bits`` significant bits (4: at most 12.5% more).
 
     >>> [round_count(m) for m in (1, 5, 17, 100, 9000)]
     [1, 5, 18, 104, 9216]
+    >>> round_count(5142), round_count(5142, bits=5)
+    (5632, 5376)
     """
-    if m <= 16:
+    if m <= 1 << bits:
         return m
-    unit = 1 << (m.bit_length() - 4)
+    unit = 1 << (m.bit_length() - bits)
     return unit * math.ceil(m / unit)
 
 
@@ -487,15 +489,24 @@ def _filled(idx, width):
 
 
 def _packed_batches(data, batch_size, rng, n_devices=1):
-    """The minibatches of packed data: ``batch_size`` samples of any lengths each.
+    """The minibatches of packed data: at most ``batch_size`` samples of any lengths each.
 
-    The samples, shuffled, are cut into minibatches of ``batch_size`` (the
-    last one completed with filler of weight 0, which owns no block).  Each
-    minibatch's blocks, sample after sample, are padded with the empty block
-    to one count per epoch: the largest minibatch's, rounded up to 4
-    significant bits (:func:`round_count`).  The step then has one shape for
-    a data set, whatever the draw and the size of the last minibatch, and
-    similar data sets (the folds of a grid search) share it.
+    With ``rng``, an epoch's ``ceil(n / batch_size)`` minibatches are
+    stratified by length: the samples, sorted by block count (ties in random
+    order), are dealt out in strata of one sample per minibatch, each stratum
+    in a random order.  Every sample is drawn once, every minibatch holds
+    samples from across the length distribution, the minibatch sizes differ
+    by at most one, and their block counts are nearly equal.  (Cut from one
+    random permutation, the largest of 8 minibatches of 256 long-tailed
+    samples held about 10% more blocks than the average, and every step
+    computes as many.)  Without ``rng`` (evaluation), consecutive samples.
+
+    Each minibatch's blocks, sample after sample, are padded with the empty
+    block to one count per epoch, the largest minibatch's rounded up to 5
+    significant bits (:func:`round_count`, at most 6.25% more): the step has
+    one shape for a data set, and similar data sets (the folds of a grid
+    search) mostly share it.
+    Filler slots (weight 0) own no block.
 
     Returns
     -------
@@ -506,12 +517,18 @@ def _packed_batches(data, batch_size, rng, n_devices=1):
     n, first = data.n, data.first
     counts = np.diff(first)
     empty = data.arrays["X"].shape[0] - 1
-    perm = rng.permutation(n) if rng is not None else np.arange(n)
-    perm = perm.astype(np.int32)
     width = _batch_width(n, batch_size, n_devices)
-    cuts = [perm[start : start + batch_size] for start in range(0, n, batch_size)]
+    if rng is None:
+        cuts = [np.arange(s, min(s + batch_size, n), dtype=np.int32) for s in range(0, n, batch_size)]
+    else:
+        n_batches = math.ceil(n / batch_size)
+        by_length = np.lexsort((rng.random_sample(n), counts)).astype(np.int32)
+        strata = math.ceil(n / n_batches)
+        # Row j of `deal` sends the j-th sample of each stratum to a minibatch.
+        deal = np.argsort(rng.random_sample((strata, n_batches)), axis=1).ravel()[:n]
+        cuts = [by_length[deal == b] for b in range(n_batches)]
     largest = max(int(counts[idx].sum()) for idx in cuts)
-    K = n_devices * math.ceil(round_count(largest) / n_devices)
+    K = n_devices * math.ceil(round_count(largest, bits=5) / n_devices)
     out = []
     for idx in cuts:
         c = counts[idx]

@@ -200,6 +200,8 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
         assert len(batches) == -(-n // 64)
         if len(set(lengths.tolist())) > 8:  # several bucket lengths: what fit_chunks schedules
             assert steps_per_epoch(lengths, 64, pack=True) == len(batches)
+        sizes = [int(w.sum()) for _, _, w, _ in batches]
+        assert max(sizes) - min(sizes) <= 1  # stratified by length: equal sizes
         drawn = []
         for _, idx, w, n_chunks in batches:
             real, b, seg = int(w.sum()), idx["blocks"], idx["seg"]
