@@ -512,7 +512,11 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Adam step size.
     batch_size : int or "auto", default="auto"
         "auto": ``min(256, max(32, n // 16))``, so small data sets still get
-        enough optimizer steps per epoch.
+        enough optimizer steps per epoch.  Samples whose lengths span several
+        bucket lengths are trained packed: an epoch has ``ceil(n /
+        batch_size)`` minibatches of equal size (up to one sample), each
+        holding samples from across the length distribution (see
+        ``docs/training.md``, section 5).
     tol : float, default=1e-4
     n_iter_no_change : int, default=5
         Stop a phase when its monitored loss has not improved by ``tol`` for
