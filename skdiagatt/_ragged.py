@@ -317,13 +317,10 @@ def make_blocks(samples, rows_per_block):
     first = np.concatenate([[0], np.cumsum(counts)])
     K = int(first[-1]) + 1
     flat = np.zeros((K * C, samples[0].shape[1]), dtype=samples[0].dtype)
+    valid = np.zeros(K * C, dtype=bool)
     for i, s in enumerate(samples):
         flat[first[i] * C : first[i] * C + s.shape[0]] = s
-    row = np.arange(K * C)
-    owner = np.searchsorted(first, row // C, side="right") - 1
-    valid = np.zeros(K * C, dtype=bool)
-    real = owner < len(samples)
-    valid[real] = row[real] - first[owner[real]] * C < lengths[owner[real]]
+        valid[first[i] * C : first[i] * C + s.shape[0]] = True
     return Blocks(X=flat.reshape(K, C, -1), valid=valid.reshape(K, C), first=first)
 
 

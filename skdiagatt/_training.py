@@ -570,9 +570,7 @@ def _batches(data, batch_size, rng, n_devices=1):
     for arrays, m in data:
         perm = rng.permutation(m) if rng is not None else np.arange(m)
         perm = perm.astype(np.int32)  # the dtype the device uses: no conversion per step
-        length = arrays["X"].shape[1]
-        size = round_count(m) if m <= batch_size else batch_size
-        n_full = _n_chunks(size, length)
+        n_full = _n_chunks(_batch_width(m, batch_size, 1), arrays["X"].shape[1])
         width = _batch_width(m, batch_size, n_full * n_devices)
         for start in range(0, m, batch_size):
             idx = perm[start : start + batch_size]
