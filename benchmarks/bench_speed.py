@@ -689,8 +689,8 @@ def _scaling_point(n, lengths, d, seed=0, chunk_rows=None, pack=DiagAttRegressor
     uploaded as ``DiagAttRegressor.fit`` uploads them (``pack``): packed when
     the lengths span several buckets, in buckets otherwise.  ``info`` has the XLA-planned
     bytes of the largest step and the row counts.  ``chunk_rows`` overrides
-    ``_training._CHUNK_ROWS`` during the loop (a huge value: whole
-    minibatches).
+    ``_training._CHUNK_ROWS`` and ``_PACKED_CHUNK_ROWS`` during the loop (a
+    huge value: whole minibatches).
     """
     rng = np.random.RandomState(seed)
     samples = [rng.standard_normal((int(p), d)).astype(np.float32) for p in lengths]
@@ -706,15 +706,16 @@ def _scaling_point(n, lengths, d, seed=0, chunk_rows=None, pack=DiagAttRegressor
     config = ("latent", "gaussian")
 
     def loop(epochs):
-        default_rows = _training._CHUNK_ROWS
-        _training._CHUNK_ROWS = chunk_rows or default_rows
+        default_rows = _training._CHUNK_ROWS, _training._PACKED_CHUNK_ROWS
+        if chunk_rows:
+            _training._CHUNK_ROWS = _training._PACKED_CHUNK_ROWS = chunk_rows
         try:
             t = time.perf_counter()
             _training.fit_loop(diagatt_loss, config, params, frozen, data, max_iter=epochs,
                                random_state=np.random.RandomState(0), **kw)
             return time.perf_counter() - t
         finally:
-            _training._CHUNK_ROWS = default_rows
+            _training._CHUNK_ROWS, _training._PACKED_CHUNK_ROWS = default_rows
 
     loop(1)
     # Rows one epoch's steps compute (bucket or block padding and minibatch
@@ -795,6 +796,7 @@ def section_scaling(report, quick):
     rng = np.random.RandomState(0)
     ragged = [np.minimum(lognormal_lengths(n0, m, rng), 40 * m) for m in med]
     long_ps = [p for p in ps if p * 256 > _training._CHUNK_ROWS]
+    long_ragged = [lengths for lengths in ragged if np.mean(lengths) * 256 > _training._PACKED_CHUNK_ROWS]
     curves = {
         "n": [(n, _scaling_point(n, [104] * n, 70)) for n in ns],
         "p": [(p, _scaling_point(n0, [p] * n0, 70)) for p in ps],
@@ -805,6 +807,8 @@ def section_scaling(report, quick):
         "d": [(d, _scaling_point(n0, [48] * n0, d)) for d in ds],
         # The long minibatches once more, differentiated whole (no slices).
         "whole": [(p, _scaling_point(n0, [p] * n0, 70, chunk_rows=1 << 62)) for p in long_ps],
+        "ragged_whole": [(float(np.mean(lengths)), _scaling_point(n0, lengths, 70, chunk_rows=1 << 62))
+                         for lengths in long_ragged],
     }
     keys = [(key, x) for key, pts in curves.items() for x, _ in pts]
     timed = _time_interleaved([pt for pts in curves.values() for _, pt in pts], 3 if quick else 8)
@@ -814,6 +818,9 @@ def section_scaling(report, quick):
         print(f"  {key}: {[round(r['epoch'], 3) for _, r in out[key]]}", flush=True)
     sliced = dict(out["p"])
     out["unsliced"] = [(p, sliced[p]["epoch"], r["epoch"]) for p, r in out.pop("whole", [])]
+    sliced = dict(out["ragged"])
+    out["ragged_unsliced"] = [(p, sliced[p]["epoch"], r["epoch"], r["steps"])
+                              for p, r in out.pop("ragged_whole", [])]
     out["n0"] = n0
     report["scaling"] = out
 
@@ -1056,6 +1063,16 @@ def write(report, args, path):
     for p, sliced, whole in sc["unsliced"]:
         w(f"| {p} | {256 * p:,} | {sliced:.3f} | {whole:.3f} | {whole / sliced:.2f} |")
     w("")
+    if sc.get("ragged_unsliced"):
+        w(f"Packed minibatches (the ragged curve) are sliced above {_training._PACKED_CHUNK_ROWS:,} rows: "
+          "each slice takes whole samples, chosen so that the slices hold nearly equal numbers of blocks "
+          "(`_training._balanced_slices`). The same epochs with whole packed minibatches, in the same rounds:")
+        w("")
+        w("| mean p | s / epoch, sliced | s / epoch, whole | whole / sliced |")
+        w("|---:|---:|---:|---:|")
+        for p, sliced, whole, _ in sc["ragged_unsliced"]:
+            w(f"| {p:.1f} | {sliced:.3f} | {whole:.3f} | {whole / sliced:.2f} |")
+        w("")
     w("## 6. Padding waste of the bucket grid")
     w("")
     w(f"{pad['n']:,} log-normal lengths, median {pad['median']:.0f}, p99 {pad['p99']:.0f}, mean {pad['mean']:.1f}: "

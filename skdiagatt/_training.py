@@ -31,6 +31,7 @@ chunk, the same minibatches as an in-memory fit of that chunk.
 """
 
 import contextlib
+import heapq
 import math
 import time
 import warnings
@@ -78,6 +79,11 @@ _MAP_FRACTION = 0.5
 # (``docs/performance.md``, section 5).  104 x 70 (26,624 rows) was no faster
 # in slices.
 _CHUNK_ROWS = 1 << 15
+# The same for packed minibatches (:func:`_packed_batches`), whose steps keep
+# more per-row intermediates: on ragged data of mean length 78 and 155, a step
+# of 21,504 rows ran 13% faster in two slices, one of 40,960 rows 14% faster in
+# four than whole (about 10,000 rows a slice; slices of 5,000 were no faster).
+_PACKED_CHUNK_ROWS = 1 << 14
 # Rows per block of packed data: a sample pads at most BLOCK_ROWS - 1 rows,
 # and a block is the unit of the minibatch gather and of the first stage of
 # the per-sample reductions.  On the ragged sets of ``docs/performance.md``
@@ -436,7 +442,7 @@ def _train_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_
         loss, grads = value_and_grad(idx, w)
     else:
         # Interleaved slices: with several devices each one is split over all of them.
-        idx_c, w_c = idx.reshape(-1, n_chunks).T, w.reshape(-1, n_chunks).T
+        idx_c, w_c = jax.tree.map(lambda a: a.reshape(-1, n_chunks).T, (idx, w))
         zeros = jax.tree.map(jnp.zeros_like, (jnp.zeros((), jnp.float32), params))
 
         def add_chunk(acc, chunk):
@@ -461,14 +467,20 @@ def _eval_step(params, frozen, data, idx, w, loss_fn, config):
 def _n_chunks(count, length):
     """Slices of a minibatch of ``count`` samples of ``length`` rows (:func:`_train_step`).
 
-    A power of two, so that a slice has at most ``_CHUNK_ROWS`` rows, and at
-    most ``count``, so that every slice holds a real sample.
-
     >>> [_n_chunks(256, L) for L in (104, 216, 448)], _n_chunks(3, 20000)
     ([1, 2, 4], 2)
     """
+    return _n_slices(count * length, count, _CHUNK_ROWS)
+
+
+def _n_slices(rows, count, limit):
+    """Slices of a minibatch of ``rows`` rows in ``count`` real samples.
+
+    A power of two, so that a slice has at most ``limit`` rows, and at most
+    ``count``, so that every slice holds a real sample.
+    """
     n = 1
-    while count * length > n * _CHUNK_ROWS and 2 * n <= count:
+    while rows > n * limit and 2 * n <= count:
         n *= 2
     return n
 
@@ -491,18 +503,26 @@ def _filled(idx, width):
 def _packed_batches(data, batch_size, rng, n_devices=1):
     """The minibatches of packed data: at most ``batch_size`` samples of any lengths each.
 
-    With ``rng``, an epoch's ``ceil(n / batch_size)`` minibatches are
-    stratified by length: the samples, sorted by block count (ties in random
-    order), are dealt out in strata of one sample per minibatch, each stratum
-    in a random order.  Every sample is drawn once, every minibatch holds
-    samples from across the length distribution, the minibatch sizes differ
-    by at most one, and their block counts are nearly equal.  (Cut from one
-    random permutation, the largest of 8 minibatches of 256 long-tailed
-    samples held about 10% more blocks than the average, and every step
-    computes as many.)  Without ``rng`` (evaluation), consecutive samples.
+    With ``rng`` (training), an epoch's ``ceil(n / batch_size)`` minibatches
+    are stratified by length: the samples, sorted by block count (ties in
+    random order), are dealt out in strata of one sample per minibatch, each
+    stratum in a random order.  Every sample is drawn once, every minibatch
+    holds samples from across the length distribution, the minibatch sizes
+    differ by at most one, and their block counts are nearly equal.  (Cut
+    from one random permutation, the largest of 8 minibatches of 256
+    long-tailed samples held about 10% more blocks than the average, and
+    every step computes as many.)  Without ``rng`` (evaluation), consecutive
+    samples, each minibatch whole.
 
-    Each minibatch's blocks, sample after sample, are padded with the empty
-    block to one count per epoch, the largest minibatch's rounded up to 5
+    A training minibatch of more than ``_PACKED_CHUNK_ROWS`` rows is
+    differentiated in slices, as in :func:`_train_step`: slice ``c`` holds the samples
+    ``idx[c::n_chunks]`` (:func:`_balanced_slices`) and only their blocks,
+    with ``seg`` counting its own slots; the slices' blocks are interleaved,
+    block ``k`` of slice ``c`` at ``k * n_chunks + c``, so that the step
+    takes them apart like the indices.  Filler slots close each slice.
+
+    Each slice's blocks, sample after sample, are padded with the empty
+    block to one count per epoch, the largest slice's rounded up to 5
     significant bits (:func:`round_count`, at most 6.25% more): the step has
     one shape for a data set, and similar data sets (the folds of a grid
     search) mostly share it.
@@ -510,16 +530,16 @@ def _packed_batches(data, batch_size, rng, n_devices=1):
 
     Returns
     -------
-    list of (arrays, dict, ndarray, 1)
+    list of (arrays, dict, ndarray, int)
         As :func:`_batches`; the dict holds ``idx`` (B,), ``blocks`` (K,)
-        and ``seg`` (K,), the slot of each block's sample.
+        and ``seg`` (K,), the slot within its slice of each block's sample.
     """
     n, first = data.n, data.first
     counts = np.diff(first)
     empty = data.arrays["X"].shape[0] - 1
-    width = _batch_width(n, batch_size, n_devices)
     if rng is None:
         cuts = [np.arange(s, min(s + batch_size, n), dtype=np.int32) for s in range(0, n, batch_size)]
+        n_chunks = 1
     else:
         n_batches = math.ceil(n / batch_size)
         by_length = np.lexsort((rng.random_sample(n), counts)).astype(np.int32)
@@ -527,19 +547,51 @@ def _packed_batches(data, batch_size, rng, n_devices=1):
         # Row j of `deal` sends the j-th sample of each stratum to a minibatch.
         deal = np.argsort(rng.random_sample((strata, n_batches)), axis=1).ravel()[:n]
         cuts = [by_length[deal == b] for b in range(n_batches)]
-    largest = max(int(counts[idx].sum()) for idx in cuts)
+        rows = max(int(counts[idx].sum()) for idx in cuts) * data.arrays["X"].shape[1]
+        n_chunks = _n_slices(rows, min(idx.size for idx in cuts), _PACKED_CHUNK_ROWS)
+    width = _batch_width(n, batch_size, n_devices * n_chunks)
+    slots = width // n_chunks
+    slices = [_balanced_slices(idx, counts[idx], n_chunks, slots) for idx in cuts]
+    largest = max(int(counts[part].sum()) for parts in slices for part in parts)
     K = n_devices * math.ceil(round_count(largest, bits=5) / n_devices)
     out = []
-    for idx in cuts:
-        c = counts[idx]
-        total = int(c.sum())
-        blocks = np.full(K, empty, dtype=np.int32)
-        blocks[:total] = np.repeat(first[idx] - (np.cumsum(c) - c), c) + np.arange(total)
-        seg = np.full(K, width - 1, dtype=np.int32)
-        seg[:total] = np.repeat(np.arange(idx.size, dtype=np.int32), c)
-        idx, w = _filled(idx, width)
-        out.append((data.arrays, {"idx": idx, "blocks": blocks, "seg": seg}, w, 1))
+    for parts in slices:
+        blocks = np.full((K, n_chunks), empty, dtype=np.int32)
+        seg = np.full((K, n_chunks), slots - 1, dtype=np.int32)
+        idx = np.zeros((slots, n_chunks), dtype=np.int32)
+        w = np.zeros((slots, n_chunks), dtype=np.float32)
+        for c, part in enumerate(parts):
+            cnt = counts[part]
+            total = int(cnt.sum())
+            blocks[:total, c] = np.repeat(first[part] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+            seg[:total, c] = np.repeat(np.arange(part.size, dtype=np.int32), cnt)
+            idx[: part.size, c], w[: part.size, c] = part, 1.0
+        out.append((data.arrays, {"idx": idx.ravel(), "blocks": blocks.ravel(), "seg": seg.ravel()},
+                    w.ravel(), n_chunks))
     return out
+
+
+def _balanced_slices(idx, counts, n, slots):
+    """The samples ``idx`` split into ``n`` slices of at most ``slots`` with nearly equal block counts.
+
+    Greedy, longest first, each to the slice with the fewest blocks that has
+    a free slot.  A long-tailed minibatch dealt out round-robin put its
+    longest sample (a quarter of a slice) on top of an equal share: 30% more
+    blocks in that slice than the average, which every slice then computes.
+
+    >>> [p.tolist() for p in _balanced_slices(np.arange(6), np.array([9, 1, 1, 1, 4, 4]), 2, 4)]
+    [[0, 2], [4, 5, 1, 3]]
+    """
+    if n == 1:
+        return [idx]
+    heap = [(0, c) for c in range(n)]
+    parts = [[] for _ in range(n)]
+    for j in np.argsort(-counts, kind="stable"):
+        total, c = heapq.heappop(heap)
+        parts[c].append(idx[j])
+        if len(parts[c]) < slots:
+            heapq.heappush(heap, (total + int(counts[j]), c))
+    return [np.array(p, dtype=np.int32) for p in parts]
 
 
 def _batches(data, batch_size, rng, n_devices=1):
@@ -710,10 +762,13 @@ def fit_loop(
     last_state = jax.tree.map(np.array, opt_state)
     step = 0
     start = time.perf_counter()
+    planned, drawn_from = None, None
     for epoch in range(max_iter):
         losses, weights = [], []
         for chunk in _chunks(data):
-            for arrays, idx, w, n_chunks in _batches(chunk, batch_size, random_state, place.n):
+            batches = planned or _batches(chunk, batch_size, random_state, place.n)
+            planned = None
+            for arrays, idx, w, n_chunks in batches:
                 if schedule == "constant":
                     lr = learning_rate
                 else:
@@ -725,6 +780,13 @@ def fit_loop(
                 losses.append(loss)
                 weights.append(w.sum())
                 step += 1
+        if epoch + 1 < max_iter and not isinstance(data, ChunkStream):
+            # Plan the next epoch while the device runs this one: planned after
+            # the wait below, it left the device idle (short ragged epochs of 8
+            # steps took 2.5 ms longer, 15.6 instead of 13.0 ms).  A fit that
+            # stops early gives the draw back (below).
+            drawn_from = random_state.get_state()
+            planned = _batches(data, batch_size, random_state, place.n)
         # device_get, not jnp.stack: stacking compiles one program per number
         # of steps (24 ms here), i.e. per data size of a grid search.
         epoch_loss = float(np.dot(np.asarray(jax.device_get(losses)), weights) / np.sum(weights))
@@ -763,6 +825,8 @@ def fit_loop(
         if stale >= n_iter_no_change:
             result.stopped = "tol"
             break
+    if planned is not None:
+        random_state.set_state(drawn_from)  # as if the unused epoch was never drawn
     if validation is not None and best_params is not None:
         params = best_params
     result.opt_state = last_state

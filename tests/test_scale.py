@@ -185,13 +185,16 @@ def test_ragged_training_data_are_packed_and_one_length_is_not(ragged):
     assert isinstance(training_data(X, rows, pack=True), list)
 
 
-def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
+def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
+    from skdiagatt import _training
     from skdiagatt._ragged import make_blocks
     from skdiagatt._training import PackedData, _packed_batches, steps_per_epoch
 
     rng = np.random.RandomState(0)
-    for _ in range(20):
+    sliced = 0
+    for _ in range(30):
         n, n_dev, C = int(rng.randint(1, 900)), int(rng.choice([1, 2])), int(rng.choice([1, 2, 3]))
+        monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", int(rng.choice([64, 300, 1 << 14])))
         lengths = np.maximum(1, rng.lognormal(2.5, 1.0, n).astype(int))
         blocks = make_blocks([np.empty((p, 0), np.float32) for p in lengths], C)
         K = blocks.X.shape[0] + int(rng.randint(0, 3))  # capacity rounded up
@@ -203,18 +206,61 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
         sizes = [int(w.sum()) for _, _, w, _ in batches]
         assert max(sizes) - min(sizes) <= 1  # stratified by length: equal sizes
         drawn = []
-        for _, idx, w, n_chunks in batches:
-            real, b, seg = int(w.sum()), idx["blocks"], idx["seg"]
-            assert n_chunks == 1 and idx["idx"].size % n_dev == 0 and b.size % n_dev == 0
-            assert idx["idx"].size == (64 if n > 64 else idx["idx"].size) and np.all(np.diff(seg) >= 0)
-            # Filler blocks (the empty block K - 1) go to the last slot, keeping seg sorted.
-            assert np.all(b[seg >= real] == K - 1) and np.all(b[seg == idx["idx"].size - 1] >= 0)
-            for slot, i in enumerate(idx["idx"][:real]):
-                own = b[(seg == slot) & (b != K - 1)]
-                np.testing.assert_array_equal(own, np.arange(blocks.first[i], blocks.first[i + 1]))
-            assert np.sum(b != K - 1) == np.sum(np.diff(blocks.first)[idx["idx"][:real]])
-            drawn.append(idx["idx"][:real])
+        for _, idx, w, nc in batches:
+            real, width = int(w.sum()), idx["idx"].size
+            assert width == (64 if n > 64 else width) and width % (nc * n_dev) == 0
+            assert idx["blocks"].size % (nc * n_dev) == 0
+            # At most _PACKED_CHUNK_ROWS rows a slice unless every slice holds one sample.
+            assert np.sum(np.diff(blocks.first)[idx["idx"][w > 0]]) * C <= nc * _training._PACKED_CHUNK_ROWS or 2 * nc > real
+            sliced += nc > 1
+            for c in range(nc):  # slice c: samples idx[c::nc], blocks at c::nc, seg its own slots
+                own_idx, own_w = idx["idx"][c::nc], w[c::nc]
+                b, seg = idx["blocks"][c::nc], idx["seg"][c::nc]
+                k = int(own_w.sum())
+                assert k > 0 and np.all(own_w[:k] == 1) and np.all(own_w[k:] == 0) and np.all(np.diff(seg) >= 0)
+                # Filler blocks (the empty block K - 1) go to the slice's last slot, keeping seg sorted.
+                assert np.all(b[seg >= k] == K - 1) and np.all(b[seg == own_idx.size - 1] >= 0)
+                for slot, i in enumerate(own_idx[:k]):
+                    mine = b[(seg == slot) & (b != K - 1)]
+                    np.testing.assert_array_equal(mine, np.arange(blocks.first[i], blocks.first[i + 1]))
+                assert np.sum(b != K - 1) == np.sum(np.diff(blocks.first)[own_idx[:k]])
+            drawn.append(idx["idx"][w > 0])
         assert np.array_equal(np.sort(np.concatenate(drawn)), np.arange(n))
+    assert sliced > 10
+
+
+def test_a_sliced_packed_step_is_the_whole_step(ragged, monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    from skdiagatt import _training
+    from skdiagatt.kernels.diagatt import diagatt_loss
+
+    X, y = ragged
+    est = DiagAttRegressor(**FAST)
+    Y = np.asarray(y, np.float32)[:, None]
+    data = _training.training_data([np.asarray(x, np.float32) for x in X], Y, pack=True)
+    rng = np.random.RandomState(1)
+    d = X[0].shape[1]
+    params = est._init_params(d, 1, rng)
+    params["W"] = 0.3 * rng.randn(1, d, d).astype(np.float32)
+    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
+    frozen["log_scale"] = params.pop("log_scale")
+    out = {}
+    for rows in (1 << 14, 60):
+        monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", rows)
+        _, idx, w, n = _training._packed_batches(data, 32, np.random.RandomState(0))[0]
+        p = jax.tree.map(jnp.asarray, params)
+        out[n] = (idx, _training._train_step(p, _training._TX.init(p), frozen, data.arrays, idx, w,
+                                             np.float32(0.1), diagatt_loss, ("latent", "gaussian"), n))
+    assert sorted(out) == [1, 8]
+    np.testing.assert_array_equal(np.sort(out[8][0]["idx"]), np.sort(out[1][0]["idx"]))
+    (_, (p1, s1, l1)), (_, (p8, s8, l8)) = out[1], out[8]
+    np.testing.assert_allclose(l8, l1, rtol=1e-5)
+    for k in p1:
+        np.testing.assert_allclose(p8[k], p1[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    for a, b in zip(jax.tree.leaves(s8), jax.tree.leaves(s1)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
 
 
 @pytest.mark.parametrize("kw", [FAST, {**FAST, "value_refit": True, "alpha_value": 0.01},
@@ -222,6 +268,37 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
 def test_one_chunk_of_ragged_data_is_the_in_memory_fit(ragged, kw):
     X, y = ragged
     _same(DiagAttRegressor(**kw).fit(X, y), DiagAttRegressor(**kw).fit_chunks([(X, y)]))
+
+
+def test_a_fit_that_stops_early_leaves_the_random_state_of_a_full_fit(ragged):
+    # fit_loop draws the next epoch's minibatches before it reads an epoch's
+    # loss; when it then stops, the draw is given back.
+    from skdiagatt import _training
+    from skdiagatt.kernels.diagatt import diagatt_loss
+
+    X, y = ragged
+    est = DiagAttRegressor(**FAST)
+    data = _training.training_data([np.asarray(x, np.float32) for x in X],
+                                   np.asarray(y, np.float32)[:, None], pack=True)
+    d = X[0].shape[1]
+    params = est._init_params(d, 1, np.random.RandomState(0))
+    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
+    frozen["log_scale"] = params.pop("log_scale")
+    out = {}
+    for max_iter, tol in ((4, 0.0), (20, 1e9)):  # tol 1e9: stops after epoch 4 (3 without gain)
+        rng = np.random.RandomState(5)
+        fitted, result = _training.fit_loop(
+            diagatt_loss, ("latent", "gaussian"), params, frozen, data, max_iter=max_iter,
+            learning_rate=0.01, batch_size=16, random_state=rng, tol=tol, n_iter_no_change=3,
+            total_steps=40,
+        )
+        out[max_iter] = (fitted, result, rng.random_sample(3))
+    (full, r_full, draw_full), (stopped, r_stop, draw_stop) = out[4], out[20]
+    assert r_stop.stopped == "tol" and r_stop.n_iter == r_full.n_iter == 4
+    assert r_stop.loss_curve == r_full.loss_curve
+    for k in full:
+        np.testing.assert_array_equal(stopped[k], full[k], err_msg=k)
+    np.testing.assert_array_equal(draw_stop, draw_full)
 
 
 def test_ragged_fit_with_early_stopping_is_reproducible(ragged):
@@ -318,12 +395,17 @@ _TWO_DEVICES = textwrap.dedent(
     out["packed"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
                      "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
     # Minibatches differentiated in 4 interleaved slices (as long samples are).
-    _training._CHUNK_ROWS = 32
+    _training._CHUNK_ROWS = _training._PACKED_CHUNK_ROWS = 32
     two = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
     with _training.use_devices(jax.devices()[:1]):
         one = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
     out["sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
                      "pred_diff": float(np.max(np.abs(two.predict(X) - one.predict(X))))}
+    two = DiagAttRegressor(**kw).fit(Xr, yr)  # packed and sliced
+    with _training.use_devices(jax.devices()[:1]):
+        one = DiagAttRegressor(**kw).fit(Xr, yr)
+    out["packed_sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
+                            "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
     print("RESULT" + json.dumps(out))
     """
 )
@@ -340,7 +422,7 @@ def test_two_devices_give_the_loss_curve_of_one():
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     res = json.loads(line[len("RESULT"):])
     assert res["devices"] == 2 and res["training"] == 2
-    for name in ("diagatt", "ntk", "sliced", "packed"):
+    for name in ("diagatt", "ntk", "sliced", "packed", "packed_sliced"):
         two, one = np.array(res[name]["two"]), np.array(res[name]["one"])
         assert two.shape == one.shape and two.size >= 3
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6, err_msg=name)
