@@ -83,6 +83,8 @@ _CHUNK_ROWS = 1 << 15
 # more per-row intermediates: on ragged data of mean length 78 and 155, a step
 # of 21,504 rows ran 13% faster in two slices, one of 40,960 rows 14% faster in
 # four than whole (about 10,000 rows a slice; slices of 5,000 were no faster).
+# Whole epochs of the same data (``docs/performance.md``, section 5) gained
+# 1-4% and 15-19%.
 _PACKED_CHUNK_ROWS = 1 << 14
 # Rows per block of packed data: a sample pads at most BLOCK_ROWS - 1 rows,
 # and a block is the unit of the minibatch gather and of the first stage of
@@ -575,9 +577,10 @@ def _balanced_slices(idx, counts, n, slots):
     """The samples ``idx`` split into ``n`` slices of at most ``slots`` with nearly equal block counts.
 
     Greedy, longest first, each to the slice with the fewest blocks that has
-    a free slot.  A long-tailed minibatch dealt out round-robin put its
-    longest sample (a quarter of a slice) on top of an equal share: 30% more
-    blocks in that slice than the average, which every slice then computes.
+    a free slot.  Dealt out round-robin instead, the minibatches of a
+    long-tailed data set (mean length 300, 4 slices) had one slice with 30%
+    more blocks than the average, and every slice computes as many as the
+    largest.
 
     >>> [p.tolist() for p in _balanced_slices(np.arange(6), np.array([9, 1, 1, 1, 4, 4]), 2, 4)]
     [[0, 2], [4, 5, 1, 3]]
@@ -587,7 +590,7 @@ def _balanced_slices(idx, counts, n, slots):
     order = np.argsort(-counts, kind="stable")
     heap = [(0, c) for c in range(n)]
     parts = [[] for _ in range(n)]
-    for i, count in zip(idx[order].tolist(), counts[order].tolist()):  # Python ints: 3x faster
+    for i, count in zip(idx[order].tolist(), counts[order].tolist()):
         total, c = heapq.heappop(heap)
         parts[c].append(i)
         if len(parts[c]) < slots:
