@@ -834,8 +834,7 @@ def section_scaling(report, quick):
     sliced = dict(out["p"])
     out["unsliced"] = [(p, sliced[p]["epoch"], r["epoch"]) for p, r in out.pop("whole", [])]
     sliced = dict(out["ragged"])
-    out["ragged_unsliced"] = [(p, sliced[p]["epoch"], r["epoch"], r["steps"])
-                              for p, r in out.pop("ragged_whole", [])]
+    out["ragged_unsliced"] = [(p, sliced[p]["epoch"], r["epoch"]) for p, r in out.pop("ragged_whole", [])]
     out["n0"] = n0
     report["scaling"] = out
 
@@ -1088,7 +1087,7 @@ def write(report, args, path):
         w("")
         w("| mean p | s / epoch, sliced | s / epoch, whole | whole / sliced |")
         w("|---:|---:|---:|---:|")
-        for p, sliced, whole, _ in sc["ragged_unsliced"]:
+        for p, sliced, whole in sc["ragged_unsliced"]:
             w(f"| {p:.1f} | {sliced:.3f} | {whole:.3f} | {whole / sliced:.2f} |")
         w("")
     w("## 6. Padding waste of the bucket grid")

@@ -185,6 +185,21 @@ def test_ragged_training_data_are_packed_and_one_length_is_not(ragged):
     assert isinstance(training_data(X, rows, pack=True), list)
 
 
+def _packed_inputs(ragged, rng):
+    """What fit_loop takes for a one-head DiagAtt fit of the ragged fixture: packed data, params, frozen."""
+    from skdiagatt import _training
+
+    X, y = ragged
+    est = DiagAttRegressor(**FAST)
+    data = _training.training_data([np.asarray(x, np.float32) for x in X],
+                                   np.asarray(y, np.float32)[:, None], pack=True)
+    d = X[0].shape[1]
+    params = est._init_params(d, 1, rng)
+    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
+    frozen["log_scale"] = params.pop("log_scale")
+    return data, params, frozen
+
+
 def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
     from skdiagatt import _training
     from skdiagatt._ragged import make_blocks
@@ -236,16 +251,8 @@ def test_a_sliced_packed_step_is_the_whole_step(ragged, monkeypatch):
     from skdiagatt import _training
     from skdiagatt.kernels.diagatt import diagatt_loss
 
-    X, y = ragged
-    est = DiagAttRegressor(**FAST)
-    Y = np.asarray(y, np.float32)[:, None]
-    data = _training.training_data([np.asarray(x, np.float32) for x in X], Y, pack=True)
-    rng = np.random.RandomState(1)
-    d = X[0].shape[1]
-    params = est._init_params(d, 1, rng)
-    params["W"] = 0.3 * rng.randn(1, d, d).astype(np.float32)
-    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
-    frozen["log_scale"] = params.pop("log_scale")
+    data, params, frozen = _packed_inputs(ragged, np.random.RandomState(1))
+    params["W"] = 0.3 * np.random.RandomState(2).randn(*params["W"].shape).astype(np.float32)
     out = {}
     for rows in (1 << 14, 60):
         monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", rows)
@@ -276,14 +283,7 @@ def test_a_fit_that_stops_early_leaves_the_random_state_of_a_full_fit(ragged):
     from skdiagatt import _training
     from skdiagatt.kernels.diagatt import diagatt_loss
 
-    X, y = ragged
-    est = DiagAttRegressor(**FAST)
-    data = _training.training_data([np.asarray(x, np.float32) for x in X],
-                                   np.asarray(y, np.float32)[:, None], pack=True)
-    d = X[0].shape[1]
-    params = est._init_params(d, 1, np.random.RandomState(0))
-    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
-    frozen["log_scale"] = params.pop("log_scale")
+    data, params, frozen = _packed_inputs(ragged, np.random.RandomState(0))
     out = {}
     for max_iter, tol in ((4, 0.0), (20, 1e9)):  # tol 1e9: stops after epoch 4 (3 without gain)
         rng = np.random.RandomState(5)
