@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ._ragged import check_ragged, make_buckets, unpad
+from ._ragged import check_ragged, make_buckets
 from ._training import ChunkStream, steps_per_epoch, training_data
 
 __all__ = [
@@ -184,8 +184,8 @@ def _check_positive_float(value, name, allow_zero=False):
 class MatrixSampleEstimator(BaseEstimator):
     """Base of the estimators: ragged input, fitted-state checks, localization.
 
-    Subclasses implement ``_head_weights(buckets)`` returning, per bucket, the
-    attention weights of shape (m_b, H, L_b).  ``_pack`` is True where the
+    Subclasses implement ``_head_weights(samples)`` returning, per validated
+    sample, the attention weights of shape (H, p_i).  ``_pack`` is True where the
     training loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`):
     ragged training data are then packed (:func:`~skdiagatt._training.training_data`).
     """
@@ -357,8 +357,8 @@ class MatrixSampleEstimator(BaseEstimator):
         list of ndarray of shape (n_heads, p_i)
             Non-negative, each head's weights sum to one over the sample's rows.
         """
-        buckets = self._buckets(X)
-        return check_finite_output(unpad(buckets, self._head_weights(buckets)), "attention weight")
+        samples = self._validate_X(X, reset=False)
+        return check_finite_output(self._head_weights(samples), "attention weight")
 
     def localize(self, X, top_k=None, by="attention"):
         """Rows of interest of each sample.

@@ -45,7 +45,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from sklearn.exceptions import ConvergenceWarning
 
-from ._ragged import bucket_length, make_blocks, make_buckets
+from ._ragged import bucket_length, make_blocks, make_buckets, unpad
 from .kernels.rows import PackedRows
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "training_data",
     "fit_loop",
     "map_buckets",
+    "map_samples",
     "round_count",
     "use_devices",
     "training_devices",
@@ -912,3 +913,72 @@ def map_buckets(fn, buckets, *args):
             parts.append(jax.tree.map(lambda a: np.asarray(a)[:k], res))
         out.append(jax.tree.map(lambda *a: np.concatenate(a), *parts))
     return out
+
+
+def map_samples(fn, samples, *args, pack=False, rows=False):
+    """Apply a jitted ``fn(*args, X, where)`` to validated samples, in a few fixed shapes.
+
+    Samples whose lengths span several buckets are packed if ``pack`` (``fn``
+    accepts :class:`~skdiagatt.kernels.rows.PackedRows`): groups of
+    consecutive samples, rows in blocks of ``BLOCK_ROWS``, each group's
+    block count a power of two (``2**17`` rows at most) and as many sample
+    slots.  A data set then compiles one or two shapes, and data sets of a
+    similar size share them; in buckets (:func:`map_buckets`, the other
+    case) every bucket compiles a shape of its own, and new data mostly
+    new ones, as the sample counts of its buckets differ.
+
+    Parameters
+    ----------
+    fn : callable
+        Returns one array: per sample, (B, ...); or per row (``rows``),
+        (B, H, L, ...) padded and (K, H, C, ...) packed.
+    samples : list of ndarray of shape (p_i, d)
+        From :func:`~skdiagatt._ragged.check_ragged`.
+    *args
+        Passed before ``X`` and ``where``.
+    pack, rows : bool
+
+    Returns
+    -------
+    ndarray of shape (n, ...), or (``rows``) list of n ndarray of shape (H, p_i, ...)
+    """
+    lengths = [s.shape[0] for s in samples]
+    if pack and _spans_buckets(lengths):
+        return _map_packed(fn, make_blocks(samples, BLOCK_ROWS), lengths, args, rows)
+    buckets = make_buckets(samples)
+    out = map_buckets(fn, buckets, *args)
+    if not rows:
+        return unpad(buckets, out, rows=False)
+    # unpad cuts the last axis: rows there, then back after the heads.
+    return [np.moveaxis(r, -1, 1) for r in unpad(buckets, [np.moveaxis(o, 2, -1) for o in out])]
+
+
+def _map_packed(fn, blocks, lengths, args, rows):
+    """:func:`map_samples` on packed samples (``blocks`` from :func:`~skdiagatt._ragged.make_blocks`)."""
+    release_programs_near_map_limit()
+    first, n = blocks.first, blocks.n_samples
+    cap = _PREDICT_ROWS // BLOCK_ROWS
+    empty = blocks.X.shape[0] - 1
+    out = []
+    start = 0
+    while start < n:
+        # As many consecutive samples as fit in `cap` blocks, at least one.
+        stop = max(start + 1, int(np.searchsorted(first, first[start] + cap, side="right")) - 1)
+        b0, b1 = int(first[start]), int(first[stop])
+        K = 1 << (b1 - b0 - 1).bit_length()
+        # Every sample owns a block, so K slots hold them all; the empty
+        # blocks that complete the group go to the last slot, a filler
+        # unless the group fills every slot (then there are none).
+        idx = np.concatenate([np.arange(b0, b1), np.full(K - (b1 - b0), empty)])
+        seg = np.concatenate([np.repeat(np.arange(stop - start), np.diff(first[start : stop + 1])),
+                              np.full(K - (b1 - b0), K - 1)])
+        where = PackedRows(valid=jnp.asarray(blocks.valid[idx]), seg=jnp.asarray(seg, jnp.int32), n=K)
+        res = np.asarray(fn(*args, jnp.asarray(blocks.X[idx]), where))
+        if not rows:
+            out.append(res[: stop - start])
+        else:
+            for i in range(start, stop):
+                r = np.moveaxis(res[first[i] - b0 : first[i + 1] - b0], 0, 1)  # (H, k, C, ...)
+                out.append(r.reshape((r.shape[0], -1) + r.shape[3:])[:, : lengths[i]])
+        start = stop
+    return out if rows else np.concatenate(out)

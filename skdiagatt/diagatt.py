@@ -15,8 +15,8 @@ from ._base import (
     check_finite_output,
 )
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._ragged import check_ragged, unpad
-from ._training import fit_loop, map_buckets, map_device_data, round_count, training_data
+from ._ragged import check_ragged
+from ._training import fit_loop, map_device_data, map_samples, round_count, training_data
 from ._two_phase import TwoPhaseTraining
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import (
@@ -31,7 +31,12 @@ from .kernels.glm import fit_readout
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
 
-_forward = jax.jit(diagatt_forward)
+
+@jax.jit
+def _linear_predictor(params, frozen, X, where):
+    return diagatt_forward(params, frozen, X, where)[0]
+
+
 _weights = jax.jit(head_weights)
 _pooled = jax.jit(pooled_rows)
 _contributions = jax.jit(row_contributions)
@@ -352,24 +357,19 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
 
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
-        buckets = self._buckets(X)
-        frozen = self._frozen_fitted()
-        z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_)[0], buckets)
-        return check_finite_output(unpad(buckets, z, rows=False))
+        samples = self._validate_X(X, reset=False)
+        z = map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted(), pack=self._pack)
+        return check_finite_output(z)
 
-    def _head_weights(self, buckets):
-        frozen = self._frozen_fitted()
-        return map_buckets(lambda X_, w_: _weights(self.params_, frozen, X_, w_), buckets)
+    def _head_weights(self, samples):
+        return map_samples(_weights, samples, self.params_, self._frozen_fitted(), pack=self._pack, rows=True)
 
     def _internal_contributions(self, X):
         """Per sample ``(n_heads, p_i, t)`` terms in the internal scale, and ``z`` (n, t)."""
-        buckets = self._buckets(X)
-        frozen = self._frozen_fitted()
-        per_bucket = map_buckets(
-            lambda X_, w_: _contributions(self.params_, frozen, X_, w_), buckets
-        )  # (m_b, R, L, t): rows last for unpad, then back
-        terms = unpad(buckets, [np.moveaxis(c, 2, 3) for c in per_bucket])
-        terms = check_finite_output([np.swapaxes(c, 1, 2) for c in terms], "row contribution")
+        samples = self._validate_X(X, reset=False)
+        terms = map_samples(_contributions, samples, self.params_, self._frozen_fitted(),
+                            pack=self._pack, rows=True)
+        terms = check_finite_output(terms, "row contribution")
         z = np.stack([c.sum(axis=(0, 1)) for c in terms]) + self.params_["b"]
         return terms, z
 

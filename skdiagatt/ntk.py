@@ -1,6 +1,7 @@
 """NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
 
 import math
+from functools import partial
 
 import jax
 import numpy as np
@@ -17,7 +18,7 @@ from ._base import (
     standardize_targets,
 )
 from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets, fit_loop, map_buckets
+from ._training import device_buckets, fit_loop, map_buckets, map_samples
 from .kernels.attention import prefix_to_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
@@ -492,9 +493,9 @@ validation_fraction, random_state, verbose, warm_start
                             np.concatenate([np.ravel(v) for v in self.predict(X)]))
         return super().score(X, y, sample_weight=sample_weight)
 
-    def _head_weights(self, buckets):
-        frozen, config = self._frozen_fitted(), self._config()
-        return map_buckets(lambda X_, w_: _row_mass(self.params_, frozen, X_, w_, config=config), buckets)
+    def _head_weights(self, samples):
+        row_mass = partial(_row_mass, config=self._config())
+        return map_samples(row_mass, samples, self.params_, self._frozen_fitted(), rows=True)
 
     def attention(self, X):
         """Average attention mass each row receives from the sample's rows, per head.

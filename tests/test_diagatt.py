@@ -13,7 +13,7 @@ from sklearn.utils import estimator_checks
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt import _training
-from skdiagatt.diagatt import _forward
+from skdiagatt.diagatt import _linear_predictor
 from skdiagatt.metrics import crlr
 from tests.conftest import DATA_FREE_CHECKS
 
@@ -453,10 +453,10 @@ def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
     # New data, same bucket lengths and sample counts as the first fit.
     X2 = [x + 0.1 * rng.randn(*x.shape) for x in X]
     DiagAttRegressor(**FAST).fit(X, y).predict(X)
-    steps, fwd = _training._train_step._cache_size(), _forward._cache_size()
+    steps, fwd = _training._train_step._cache_size(), _linear_predictor._cache_size()
     DiagAttRegressor(**FAST).fit(X2, y[::-1].copy()).predict(X2)
     assert _training._train_step._cache_size() == steps
-    assert _forward._cache_size() == fwd
+    assert _linear_predictor._cache_size() == fwd
 
 
 def test_more_steps_per_epoch_on_the_same_shapes_compile_nothing(monkeypatch):

@@ -32,13 +32,13 @@ HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
 PROGRAMS = [
     (_training, "_train_step", 7),  # arrays first, then loss_fn, config, n_chunks
     (_training, "_eval_step", 5),
-    (diagatt_module, "_forward", None),
+    (diagatt_module, "_linear_predictor", None),
     (diagatt_module, "_weights", None),
     (diagatt_module, "_pooled", None),
     (diagatt_module, "_contributions", None),
     (ntk_module, "_forward", None),
     (ntk_module, "_row_mass", None),
-    (stdatt_module, "_forward", None),
+    (stdatt_module, "_linear_predictor", None),
     (stdatt_module, "_received", None),
 ]
 

@@ -310,6 +310,59 @@ def test_ragged_fit_with_early_stopping_is_reproducible(ragged):
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
+@pytest.fixture(scope="module")
+def fitted_ragged(ragged):
+    X, y = ragged
+    return DiagAttRegressor(**{**FAST, "n_heads": 2}).fit(X, y)
+
+
+@pytest.mark.parametrize("predict_rows", [1 << 17, 16])  # 16 rows: groups of 4 blocks, a sample alone
+def test_ragged_inference_is_packed_and_matches_the_buckets(fitted_ragged, ragged, predict_rows, monkeypatch):
+    from skdiagatt import _training
+    from skdiagatt import diagatt as module
+
+    monkeypatch.setattr(_training, "_PREDICT_ROWS", predict_rows)
+    est, samples = fitted_ragged, fitted_ragged._validate_X(ragged[0], reset=False)
+    assert max(s.shape[0] for s in samples) > predict_rows or predict_rows > 1000
+    frozen = est._frozen_fitted()
+    for fn, rows in ((module._linear_predictor, False), (module._weights, True), (module._contributions, True)):
+        packed = _training.map_samples(fn, samples, est.params_, frozen, pack=True, rows=rows)
+        padded = _training.map_samples(fn, samples, est.params_, frozen, pack=False, rows=rows)
+        if not rows:
+            packed, padded = [packed], [padded]
+        assert len(packed) == len(padded)
+        for a, b in zip(packed, padded):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_ragged_prediction_is_each_sample_predicted_alone(fitted_ragged, ragged):
+    X = ragged[0][:12]
+    alone = [fitted_ragged.predict([x])[0] for x in X]
+    np.testing.assert_allclose(fitted_ragged.predict(X), alone, rtol=1e-5, atol=1e-6)
+    weights = fitted_ragged.attention(X)
+    for x, w in zip(X, weights):
+        assert w.shape == (2, x.shape[0])
+        np.testing.assert_allclose(w, fitted_ragged.attention([x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_new_ragged_data_of_a_similar_size_compile_nothing(fitted_ragged, ragged):
+    # Packed, a data set compiles one shape per power of two of its blocks; in
+    # buckets, most new data sets would compile again (other sample counts).
+    from skdiagatt import diagatt as module
+
+    X, _ = ragged
+    fitted_ragged.predict(X)
+    fitted_ragged.attention(X)
+    before = module._linear_predictor._cache_size(), module._weights._cache_size()
+    rng = np.random.RandomState(7)
+    for _ in range(3):  # 80 new samples of 1 to 30 rows: 256 to 512 blocks
+        new = [rng.randn(p, X[0].shape[1]) for p in rng.randint(1, 31, size=len(X))]
+        fitted_ragged.predict(new)
+        fitted_ragged.attention(new)
+    assert (module._linear_predictor._cache_size(), module._weights._cache_size()) == before
+
+
 def test_a_sliced_step_is_the_whole_step():
     import jax
     import jax.numpy as jnp

@@ -14,14 +14,18 @@ from .._base import (
     _check_positive_int,
 )
 from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from .._ragged import unpad
-from .._training import map_buckets
+from .._training import map_samples
 from .._two_phase import TwoPhaseTraining
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 
 __all__ = ["StdAttRegressor", "StdAttClassifier"]
 
-_forward = jax.jit(stdatt_forward)
+
+@jax.jit
+def _linear_predictor(params, frozen, X, where):
+    return stdatt_forward(params, frozen, X, where)[0]
+
+
 _received = jax.jit(received_attention)
 
 
@@ -118,15 +122,12 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
 
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
-        buckets = self._buckets(X)
-        frozen = self._frozen_fitted()
-        z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_)[0], buckets)
-        return unpad(buckets, z, rows=False)
+        samples = self._validate_X(X, reset=False)
+        return map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
 
-    def _head_weights(self, buckets):
+    def _head_weights(self, samples):
         # The attention mass each row receives (mean over the queries).
-        frozen = self._frozen_fitted()
-        return map_buckets(lambda X_, w_: _received(self.params_, frozen, X_, w_), buckets)
+        return map_samples(_received, samples, self.params_, self._frozen_fitted(), rows=True)
 
 
 _STD_PARAMS_DOC = """

@@ -150,6 +150,20 @@ def row_logsumexp(scores, where):
     """
     if not isinstance(where, PackedRows):
         return masked_logsumexp(scores, _mask(where, scores.ndim))
+    _, _, total, m = _shifted(scores, where)
+    return jnp.log(total) + m
+
+
+def _shifted(scores, where):
+    """Packed layout: ``z = scores - m`` and ``exp(z)`` (K, R, C), their sums (n, R) and ``m`` (n, R).
+
+    ``m`` is each sample's largest score (0 without rows); ``z`` is ``-inf``
+    and ``exp(z)`` 0 at padded rows.  A filler slot sums nothing: its sum is
+    1, not 0, so that its logarithm, its quotients, its weight-0 loss and
+    their gradients stay finite.  The log-softmax and softmax are formed from
+    ``z``, as in the padded form: ``scores - logsumexp`` would lose the last
+    digits of large scores (near 1e4, weights summed to 1 +- 5e-4).
+    """
     mask = _mask(where, scores.ndim)
     masked = jnp.where(mask, scores, jnp.asarray(-jnp.inf, scores.dtype))
     # Two stages: the dense max and sum over a block's rows, then over the
@@ -157,11 +171,10 @@ def row_logsumexp(scores, where):
     block_max = _finite_max(masked, 2)[:, :, 0]  # (K, R), no gradient
     m = jax.ops.segment_max(block_max, where.seg, where.n, indices_are_sorted=True)
     m = jnp.where(jnp.isfinite(m), m, 0.0)
-    e = jnp.sum(jnp.where(mask, jnp.exp(masked - per_block(m, where)[:, :, None]), 0.0), axis=2)
-    s = row_total(e, where)
-    # A filler slot sums nothing: log(1), not log(0), so that its weight-0
-    # loss and its gradient stay finite.
-    return jnp.log(jnp.where(s > 0, s, 1.0)) + m
+    z = masked - per_block(m, where)[:, :, None]
+    e = jnp.where(mask, jnp.exp(z), 0.0)
+    total = row_total(jnp.sum(e, axis=2), where)
+    return z, e, jnp.where(total > 0, total, 1.0), m
 
 
 def row_log_softmax(scores, where):
@@ -189,8 +202,8 @@ def row_log_softmax(scores, where):
     """
     if not isinstance(where, PackedRows):
         return masked_log_softmax(scores, _mask(where, scores.ndim))
-    lse = row_logsumexp(scores, where)
-    return jnp.where(_mask(where, scores.ndim), scores - per_block(lse, where)[:, :, None], -jnp.inf)
+    z, _, total, _ = _shifted(scores, where)
+    return jnp.where(_mask(where, scores.ndim), z - per_block(jnp.log(total), where)[:, :, None], -jnp.inf)
 
 
 def row_softmax(scores, where):
@@ -218,5 +231,6 @@ def row_softmax(scores, where):
     """
     if not isinstance(where, PackedRows):
         return masked_softmax(scores, _mask(where, scores.ndim))
-    return jnp.exp(row_log_softmax(scores, where))
+    _, e, total, _ = _shifted(scores, where)
+    return e / per_block(total, where)[:, :, None]
 
