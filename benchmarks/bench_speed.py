@@ -605,7 +605,8 @@ def ragged_predict(est):
             with CompileCounter() as cc:
                 t = time.perf_counter()
                 preds[name] = est.predict(Z)
-                calls.append((time.perf_counter() - t, cc.count, cc.seconds))
+                dt = time.perf_counter() - t
+            calls.append((dt, cc.count, cc.seconds))
         out[name] = dict(calls=calls, warm=min(timed(lambda: est.predict(sets[-1])) for _ in range(3)))
         del est._pack  # back to the class's layout
     out["err"] = float(np.max(np.abs(preds["packed"] - preds["buckets"])) / np.std(preds["buckets"]))
