@@ -922,10 +922,11 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     accepts :class:`~skdiagatt.kernels.rows.PackedRows`): groups of
     consecutive samples of at most ``2**17`` rows (or one longer sample),
     rows in blocks of ``BLOCK_ROWS``, each group's block count rounded up to
-    a power of two and as many sample slots.  A data set then compiles one or two shapes, and data sets of a
-    similar size share them; in buckets (:func:`map_buckets`, the other
-    case) every bucket compiles a shape of its own, and new data mostly
-    new ones, as the sample counts of its buckets differ.
+    a power of two and as many sample slots.  A data set then compiles one
+    or two shapes, and data sets of a similar size share them; in buckets
+    (:func:`map_buckets`, the other case) every bucket compiles a shape of
+    its own, and new data mostly new ones, as the sample counts of its
+    buckets differ.
 
     Parameters
     ----------
