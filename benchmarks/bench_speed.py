@@ -584,7 +584,7 @@ RAGGED_PREDICT = dict(n=2000, median=30, sets=3)
 
 def ragged_predict(est):
     """Predict on new ragged data sets one after the other: packed (``est``'s
-    way) and in buckets (``_pack = False``, as before packed inference).
+    way) and in buckets (``_pack = False``, the way of NTK-Attention and the baselines).
 
     Each layout sees the same data sets in the same order; every set is new
     to it, drawn from one log-normal length distribution (p99 = 10 x median).
@@ -1037,8 +1037,8 @@ def write(report, args, path):
     w(f"**Ragged samples.** The same fitted model predicts {len(rp['packed']['calls'])} new data sets one after the "
       f"other, each of {cfg['n']:,} samples (float64 lists) with log-normal lengths (median {cfg['median']}, "
       f"p99 = 10 x median, mean {rp['mean_length']:.1f} rows; {'/'.join(map(str, rp['buckets_per_set']))} bucket "
-      "lengths): packed, as `predict` does, and in buckets (`_pack = False`, as before packed inference), each "
-      "layout on the same sets in the same order.")
+      "lengths): packed, as `predict` does, and in buckets (`_pack = False`, the way of NTK-Attention and the "
+      "baselines), each layout on the same sets in the same order.")
     w("")
     w("| layout | " + " | ".join(f"set {k + 1}: s (compilations)" for k in range(len(rp["packed"]["calls"])))
       + " | set " + str(len(rp["packed"]["calls"])) + " again |")
@@ -1049,7 +1049,8 @@ def write(report, args, path):
     w("")
     w(f"Predictions of the two layouts differ by at most {rp['err']:.1e} sd (float rounding). Packed, a data set "
       "compiles a program per power of two of its blocks of 4 rows, and data sets of a similar size share it; in "
-      "buckets every bucket length and sample count is a program of its own.")
+      "buckets every bucket length is a program of its own, and a bucket of more than 2^12 rows one per power of "
+      "two of its sample count.")
     w("")
     w(f"## 4. NTK-Attention (B = {ntk['B']}, L = {ntk['L']}, d = d_h = {ntk['d']}, one head, Taylor g = 2, r = {ntk['r']})")
     w("")

@@ -71,6 +71,12 @@ _CLIP = 10.0
 # parameter array; the per-op cost of the compiled step dominates small batches.
 _TX = optax.flatten(optax.chain(optax.clip_by_global_norm(_CLIP), optax.scale_by_adam()))
 _PREDICT_ROWS = 1 << 17
+# Prediction chunks hold at least this many rows (filler included): the small
+# buckets of ragged data then share a few chunk sizes instead of compiling one
+# per power of two of their sample count.  NTK-Attention predicting three new
+# sets of 1,000 ragged samples compiled 33 and 9 times and took 4.7 and 2.0 s
+# from the second set on; with the floor 3 and 0 times, 0.5 and 0.09 s.
+_PREDICT_MIN_ROWS = 1 << 12
 # Share of the process's memory-mapping limit past which compiled programs are
 # released (:func:`release_programs_near_map_limit`).
 _MAP_FRACTION = 0.5
@@ -890,8 +896,8 @@ def map_buckets(fn, buckets, *args):
     """Apply a jitted ``fn(*args, X, where)`` to every bucket in fixed-size chunks.
 
     Chunks hold a power-of-two number of samples (about ``2**17`` rows at
-    most); the last one is completed with copies of its first sample, whose
-    results are dropped.
+    most, ``2**12`` at least); the last one is completed with copies of its
+    first sample, whose results are dropped.
 
     Returns
     -------
@@ -901,7 +907,7 @@ def map_buckets(fn, buckets, *args):
     out = []
     for b in buckets.buckets:
         m, L = b.X.shape[0], b.X.shape[1]
-        size = _pow2_at_most(m, max(1, _PREDICT_ROWS // L))
+        size = _pow2_at_most(max(m, _PREDICT_MIN_ROWS // L), max(1, _PREDICT_ROWS // L))
         parts = []
         for start in range(0, m, size):
             X, where = b.X[start : start + size], b.where[start : start + size]
@@ -922,11 +928,11 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     accepts :class:`~skdiagatt.kernels.rows.PackedRows`): groups of
     consecutive samples of at most ``2**17`` rows (or one longer sample),
     rows in blocks of ``BLOCK_ROWS``, each group's block count rounded up to
-    a power of two and as many sample slots.  A data set then compiles one
-    or two shapes, and data sets of a similar size share them; in buckets
-    (:func:`map_buckets`, the other case) every bucket compiles a shape of
-    its own, and new data mostly new ones, as the sample counts of its
-    buckets differ.
+    a power of two (``2**12`` rows at least) and as many sample slots.  A
+    data set then compiles one or two shapes, and data sets of a similar
+    size share them; in buckets (:func:`map_buckets`, the other case) every
+    bucket compiles a shape of its own, and new data mostly new ones, as
+    the sample counts of its buckets differ.
 
     Parameters
     ----------
@@ -966,7 +972,7 @@ def _map_packed(fn, blocks, lengths, args, rows):
         # As many consecutive samples as fit in `cap` blocks, at least one.
         stop = max(start + 1, int(np.searchsorted(first, first[start] + cap, side="right")) - 1)
         b0, b1 = int(first[start]), int(first[stop])
-        K = 1 << (b1 - b0 - 1).bit_length()
+        K = 1 << (max(b1 - b0, _PREDICT_MIN_ROWS // BLOCK_ROWS) - 1).bit_length()
         # Every sample owns a block, so K slots hold them all; the empty
         # blocks that complete the group go to the last slot, a filler
         # unless the group fills every slot (then there are none).
