@@ -115,8 +115,12 @@ def round_count(m, bits=4):
     return unit * math.ceil(m / unit)
 
 
+def _pow2_at_least(m):
+    return 1 << max(0, (m - 1).bit_length())
+
+
 def _pow2_at_most(m, cap):
-    return min(1 << max(0, (m - 1).bit_length()), cap)
+    return min(_pow2_at_least(m), cap)
 
 
 _DEVICES = None  # None: all of jax.devices()
@@ -972,7 +976,7 @@ def _map_packed(fn, blocks, lengths, args, rows):
         # As many consecutive samples as fit in `cap` blocks, at least one.
         stop = max(start + 1, int(np.searchsorted(first, first[start] + cap, side="right")) - 1)
         b0, b1 = int(first[start]), int(first[stop])
-        K = 1 << (max(b1 - b0, _PREDICT_MIN_ROWS // BLOCK_ROWS) - 1).bit_length()
+        K = _pow2_at_least(max(b1 - b0, _PREDICT_MIN_ROWS // BLOCK_ROWS))
         # Every sample owns a block, so K slots hold them all; the empty
         # blocks that complete the group go to the last slot, a filler
         # unless the group fills every slot (then there are none).
