@@ -71,7 +71,7 @@ def best_of(fn, reps):
 
 
 def step_time(X, y, reps):
-    """Seconds per DiagAtt training step, over RUN_STEPS consecutive steps (as fit runs them)."""
+    """Seconds per DiagAtt training step, over RUN_STEPS consecutive steps in one call (as fit runs them)."""
     n, B = len(X), 256
     rng = np.random.RandomState(0)
     samples, _, params, frozen, data = diagatt_step_inputs(X, y, rng)
@@ -84,7 +84,7 @@ def step_time(X, y, reps):
     n_chunks = _training._n_chunks(B, data["X"].shape[1])
 
     def run():
-        return consecutive_steps(_training._train_step, pj, opt, fj, data, runs, w, np.float32(0.01), n_chunks)
+        return consecutive_steps(_training._train_steps, pj, opt, fj, data, runs, w, np.float32(0.01), n_chunks)
 
     run()
     t = min(run() for _ in range(reps))

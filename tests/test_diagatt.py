@@ -453,9 +453,9 @@ def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
     # New data, same bucket lengths and sample counts as the first fit.
     X2 = [x + 0.1 * rng.randn(*x.shape) for x in X]
     DiagAttRegressor(**FAST).fit(X, y).predict(X)
-    steps, fwd = _training._train_step._cache_size(), _linear_predictor._cache_size()
+    steps, fwd = _training._train_steps._cache_size(), _linear_predictor._cache_size()
     DiagAttRegressor(**FAST).fit(X2, y[::-1].copy()).predict(X2)
-    assert _training._train_step._cache_size() == steps
+    assert _training._train_steps._cache_size() == steps
     assert _linear_predictor._cache_size() == fwd
 
 

@@ -30,7 +30,7 @@ HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
 # The compiled programs the estimators call, by module and attribute name;
 # their arguments are recorded during a fit and a prediction.
 PROGRAMS = [
-    (_training, "_train_step", 7),  # arrays first, then loss_fn, config, n_chunks
+    (_training, "_train_steps", 8),  # arrays first, then loss_fn, config, n_chunks
     (_training, "_eval_step", 5),
     (diagatt_module, "_linear_predictor", None),
     (diagatt_module, "_weights", None),
@@ -101,7 +101,7 @@ def test_every_compiled_product_asks_for_float32(est, monkeypatch):
     for method in ("localize", "row_contributions"):
         if hasattr(est, method):
             getattr(est, method)(X[:5])
-    assert ("skdiagatt._training", "_train_step") in calls
+    assert ("skdiagatt._training", "_train_steps") in calls
     for key, (fn, args, kwargs, n_arrays) in calls.items():
         precisions = traced_precisions(fn, args, kwargs, n_arrays)
         assert precisions, f"{key}: no matrix product traced"

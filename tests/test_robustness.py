@@ -811,7 +811,7 @@ class _Injected(RuntimeError):
     pass
 
 
-_ORIGINAL_STEP = _training._train_step
+_ORIGINAL_STEP = _training._train_steps
 
 
 def _flaky_step(fail_at, exc, counter):
@@ -840,14 +840,15 @@ def test_failure_mid_fit_keeps_the_previous_model(spec, fitted, exc, monkeypatch
     est = pickle.loads(pickle.dumps(est0))
     state, outputs = _snapshot(spec, est, data)
     counter = [0]
-    monkeypatch.setattr(_training, "_train_step", _flaky_step(None, exc, counter))
+    monkeypatch.setattr(_training, "_RUN_STEPS", 1)  # a call per step: fail inside an epoch
+    monkeypatch.setattr(_training, "_train_steps", _flaky_step(None, exc, counter))
     _fit(spec, data)  # count the steps of one fit
     total = counter[0]
     assert total >= 4
     for fail_at in (2, total):  # mid-epoch in the first epoch; last step of the last phase
         for warm in (False, True):
             counter[0] = 0
-            monkeypatch.setattr(_training, "_train_step", _flaky_step(fail_at, exc, counter))
+            monkeypatch.setattr(_training, "_train_steps", _flaky_step(fail_at, exc, counter))
             est.set_params(warm_start=warm)
             with pytest.raises(exc, match="injected"):
                 est.fit(data["X"], data["y"])

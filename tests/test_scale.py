@@ -244,6 +244,37 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
     assert sliced > 10
 
 
+@pytest.mark.parametrize("which", ["one bucket", "packed", "NTK in buckets"])
+def test_runs_of_steps_per_call_give_the_fit_of_one_step_per_call(data, ragged, which, monkeypatch):
+    """fit runs up to ``_RUN_STEPS`` consecutive minibatches of a bucket in one call; how many
+    changes nothing, bit for bit (5-6 steps per epoch: runs of 1, of 3 and 2, of all)."""
+    from skdiagatt import _training
+
+    X, y = data if which == "one bucket" else ragged
+    make = (lambda: NTKPrefixRegressor(**NTK_FAST)) if which.startswith("NTK") else (lambda: DiagAttRegressor(**FAST))
+    fits = {}
+    for run in (1, 3, _training._RUN_STEPS):
+        monkeypatch.setattr(_training, "_RUN_STEPS", run)
+        fits[run] = make().fit(X, y)
+    ref = fits.pop(1)
+    for run, est in fits.items():
+        assert est.loss_curve_ == ref.loss_curve_, run
+        for k in ref.params_:
+            np.testing.assert_array_equal(est.params_[k], ref.params_[k], err_msg=f"{k}, runs of {run}")
+
+
+def _one_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_chunks):
+    """One Adam step as fit runs it: a run of one minibatch (``_training._train_steps``)."""
+    import jax
+
+    from skdiagatt import _training
+
+    one = jax.tree.map(lambda a: np.asarray(a)[None], (idx, w, lr))
+    p, s, losses = _training._train_steps(params, opt_state, frozen, data, *one, np.int32(1),
+                                          loss_fn, config, n_chunks)
+    return p, s, losses[0]
+
+
 def test_a_sliced_packed_step_is_the_whole_step(ragged, monkeypatch):
     import jax
     import jax.numpy as jnp
@@ -258,8 +289,8 @@ def test_a_sliced_packed_step_is_the_whole_step(ragged, monkeypatch):
         monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", rows)
         _, idx, w, n = _training._packed_batches(data, 32, np.random.RandomState(0))[0]
         p = jax.tree.map(jnp.asarray, params)
-        out[n] = (idx, _training._train_step(p, _training._TX.init(p), frozen, data.arrays, idx, w,
-                                             np.float32(0.1), diagatt_loss, ("latent", "gaussian"), n))
+        out[n] = (idx, _one_step(p, _training._TX.init(p), frozen, data.arrays, idx, w,
+                                 np.float32(0.1), diagatt_loss, ("latent", "gaussian"), n))
     assert sorted(out) == [1, 8]
     np.testing.assert_array_equal(np.sort(out[8][0]["idx"]), np.sort(out[1][0]["idx"]))
     (_, (p1, s1, l1)), (_, (p8, s8, l8)) = out[1], out[8]
@@ -385,8 +416,8 @@ def test_a_sliced_step_is_the_whole_step():
     for n_chunks in (1, 4):
         p = {k: jnp.asarray(v) for k, v in params.items()}
         state = _training._TX.init(p)
-        out[n_chunks] = _training._train_step(p, state, frozen, data, idx, w, np.float32(0.1),
-                                              diagatt_loss, ("latent", "gaussian"), n_chunks)
+        out[n_chunks] = _one_step(p, state, frozen, data, idx, w, np.float32(0.1),
+                                  diagatt_loss, ("latent", "gaussian"), n_chunks)
     np.testing.assert_allclose(out[4][2], out[1][2], rtol=1e-5)
     for k in params:
         np.testing.assert_allclose(out[4][0][k], out[1][0][k], rtol=1e-5, atol=1e-6, err_msg=k)
@@ -401,7 +432,7 @@ def test_compiled_programs_are_released_near_the_map_limit(data, monkeypatch):
         pytest.skip("no /proc on this system")
     X, y = data
     est = DiagAttRegressor(**FAST).fit(X, y)
-    assert _training._train_step._cache_size() > 0
+    assert _training._train_steps._cache_size() > 0
     import jax
 
     before_count = _training._COMPILES[0]
@@ -411,7 +442,7 @@ def test_compiled_programs_are_released_near_the_map_limit(data, monkeypatch):
     assert not _training.release_programs_near_map_limit()  # far from the limit
     monkeypatch.setattr(_training, "_MAP_FRACTION", 0.0)
     assert _training.release_programs_near_map_limit()
-    assert _training._train_step._cache_size() == 0
+    assert _training._train_steps._cache_size() == 0
     before = est.predict(X)
     refit = DiagAttRegressor(**FAST).fit(X, y)  # compiles again, same result
     np.testing.assert_array_equal(refit.predict(X), before)
