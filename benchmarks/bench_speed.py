@@ -819,7 +819,10 @@ def _step_rows(arrays, idx):
 # Seconds per epoch = (a fit of LONG epochs - a fit of SHORT epochs) / (LONG - SHORT):
 # the once-per-fit work (uploading the parameters, the optimizer's state, the
 # first dispatch) is not an epoch's, and a real fit spreads it over max_iter epochs.
-SHORT_FIT, LONG_FIT = 1, 3
+# Four epochs apart: two apart (3 - 1), the noise of the two minima was a large
+# part of a short set's epoch (the once-per-fit work came out at -8 ms, and the
+# ragged slope read 0.94 and 0.85 in two runs of the same code, 2026-11-30).
+SHORT_FIT, LONG_FIT = 1, 5
 
 
 def _time_interleaved(points, rounds):
