@@ -403,9 +403,7 @@ def run_steps(steps, params, opt_state, frozen, data, batches, w, lr, loss_fn, c
     minibatch has the weights ``w`` and the step size ``lr``.  Returns what
     ``steps`` returns.
     """
-    stacked = [(idx, w) for idx in batches] + [(batches[-1], w)] * (RUN_STEPS - len(batches))
-    idx = jax.tree.map(lambda *a: np.stack(a), *[b[0] for b in stacked])
-    ws = np.stack([b[1] for b in stacked])
+    idx, ws = _training._stacked([(data, i, w, n_chunks) for i in batches], RUN_STEPS)
     return steps(params, opt_state, frozen, data, idx, ws, np.full(RUN_STEPS, lr, np.float32),
                  np.int32(len(batches)), loss_fn, config, n_chunks)
 

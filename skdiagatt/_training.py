@@ -171,16 +171,13 @@ class _Placement:
             return jax.device_put(tree, self.replicated)
         return jax.device_put(tree, self.devices[0])
 
-    def put_batch(self, arr):
-        """Upload a per-sample index or weight array, sharded along the samples."""
-        if self.n > 1:
-            return jax.device_put(arr, self.batch)
-        return arr
+    def put_batch(self, arr, stacked=False):
+        """Upload per-sample index or weight arrays, sharded along the samples.
 
-    def put_steps(self, arr):
-        """Upload stacked per-step arrays (steps, samples), sharded along the samples."""
+        ``stacked``: the arrays are (steps, samples), the samples on axis 1.
+        """
         if self.n > 1:
-            return jax.device_put(arr, self.steps)
+            return jax.device_put(arr, self.steps if stacked else self.batch)
         return arr
 
 
@@ -529,13 +526,14 @@ def _train_steps(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, co
 def _runs(batches, length):
     """``batches`` cut into runs of at most ``length`` consecutive minibatches that one call can take.
 
-    A run's minibatches share their data arrays, slice count and shapes
-    (:func:`_train_steps` stacks them); the order of the steps is kept.
+    A run's minibatches share their data arrays and slice count, and so
+    their shapes (:func:`_batches` gives the minibatches of a bucket, or of
+    an epoch of packed data, one width); the order of the steps is kept.
     """
     runs, key = [], None
     for batch in batches:
-        arrays, idx, w, n_chunks = batch
-        k = (id(arrays), n_chunks, tuple(a.shape for a in jax.tree.leaves(idx)), w.shape)
+        arrays, _, _, n_chunks = batch
+        k = (id(arrays), n_chunks)
         if k != key or len(runs[-1]) == length:
             runs.append([])
             key = k
@@ -877,7 +875,7 @@ def fit_loop(
                 idx, w = _stacked(run, _RUN_STEPS)
                 arrays, _, _, n_chunks = run[0]
                 params, opt_state, loss = _train_steps(
-                    params, opt_state, frozen, arrays, place.put_steps(idx), place.put_steps(w),
+                    params, opt_state, frozen, arrays, place.put_batch(idx, True), place.put_batch(w, True),
                     lr, np.int32(len(run)), loss_fn, config, n_chunks,
                 )
                 losses.append((loss, len(run)))

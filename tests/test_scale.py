@@ -265,13 +265,11 @@ def test_runs_of_steps_per_call_give_the_fit_of_one_step_per_call(data, ragged, 
 
 def _one_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_chunks):
     """One Adam step as fit runs it: a run of one minibatch (``_training._train_steps``)."""
-    import jax
-
     from skdiagatt import _training
 
-    one = jax.tree.map(lambda a: np.asarray(a)[None], (idx, w, lr))
-    p, s, losses = _training._train_steps(params, opt_state, frozen, data, *one, np.int32(1),
-                                          loss_fn, config, n_chunks)
+    idx1, w1 = _training._stacked([(data, idx, w, n_chunks)], 1)
+    p, s, losses = _training._train_steps(params, opt_state, frozen, data, idx1, w1, np.asarray([lr]),
+                                          np.int32(1), loss_fn, config, n_chunks)
     return p, s, losses[0]
 
 
