@@ -1006,7 +1006,7 @@ def map_buckets(fn, buckets, *args):
             if k < size:
                 X = np.concatenate([X, np.repeat(X[:1], size - k, axis=0)])
                 where = np.concatenate([where, np.repeat(where[:1], size - k, axis=0)])
-            res = fn(*args, jnp.asarray(X), jnp.asarray(where))
+            res = fn(*args, X, where)  # numpy in: jnp.asarray would compile a program per shape
             parts.append(jax.tree.map(lambda a: np.asarray(a)[:k], res))
         out.append(jax.tree.map(lambda *a: np.concatenate(a), *parts))
     return out
@@ -1070,8 +1070,8 @@ def _map_packed(fn, blocks, lengths, args, rows):
         idx = np.concatenate([np.arange(b0, b1), np.full(K - (b1 - b0), empty)])
         seg = np.concatenate([np.repeat(np.arange(stop - start), np.diff(first[start : stop + 1])),
                               np.full(K - (b1 - b0), K - 1)])
-        where = PackedRows(valid=jnp.asarray(blocks.valid[idx]), seg=jnp.asarray(seg, jnp.int32), n=K)
-        res = np.asarray(fn(*args, jnp.asarray(blocks.X[idx]), where))
+        where = PackedRows(valid=blocks.valid[idx], seg=seg.astype(np.int32), n=K)
+        res = np.asarray(fn(*args, blocks.X[idx], where))
         if not rows:
             out.append(res[: stop - start])
         else:

@@ -396,7 +396,8 @@ def test_value_refit_reaches_the_minimum_of_the_readout_objective(reg_data):
     np.testing.assert_array_equal(plain.query_key_, refit.query_key_)
     frozen = refit._frozen_fitted()
     samples = [np.asarray(x, np.float32) for x in X]
-    H = np.concatenate([np.asarray(pooled_rows(refit.params_, frozen, x[None], np.ones((1, len(x)), bool)))
+    pooled = jax.jit(pooled_rows)  # one sample at a time: one program per length, not per operation
+    H = np.concatenate([np.asarray(pooled(refit.params_, frozen, x[None], np.ones((1, len(x)), bool)))
                         for x in samples])
     Y = ((y[:, None] - refit.y_mean_) / refit.y_scale_).astype(np.float32)
 
