@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ._ragged import check_ragged, make_buckets
+from ._ragged import check_ragged
 from ._training import ChunkStream, steps_per_epoch, training_data
 
 __all__ = [
@@ -281,9 +281,6 @@ class MatrixSampleEstimator(BaseEstimator):
             validation=validation,
             verbose=self.verbose,
         )
-
-    def _buckets(self, X):
-        return make_buckets(self._validate_X(X, reset=False))
 
     # ------------------------------------------------------ chunked training
     def _accumulate_chunk(self, samples, scan):

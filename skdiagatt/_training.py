@@ -56,7 +56,6 @@ __all__ = [
     "device_packed",
     "training_data",
     "fit_loop",
-    "map_buckets",
     "map_samples",
     "round_count",
     "use_devices",
@@ -983,7 +982,7 @@ def _packed_map(fn, args, data, idx):
     return fn(*args, batch["X"], batch["where"])
 
 
-def map_buckets(fn, buckets, *args):
+def _map_buckets(fn, buckets, *args):
     """Apply a jitted ``fn(*args, X, where)`` to every bucket in fixed-size chunks.
 
     Chunks hold a power-of-two number of samples (about ``2**17`` rows at
@@ -1021,7 +1020,7 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     rows in blocks of ``BLOCK_ROWS``, each group's block count rounded up to
     a power of two (``2**12`` rows at least) and as many sample slots.  A
     data set then compiles one or two shapes, and data sets of a similar
-    size share them; in buckets (:func:`map_buckets`, the other case) every
+    size share them; in buckets (:func:`_map_buckets`, the other case) every
     bucket compiles a shape of its own, and new data mostly new ones, as
     the sample counts of its buckets differ.
 
@@ -1044,7 +1043,7 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     if pack and _spans_buckets(lengths):
         return _map_packed(fn, make_blocks(samples, BLOCK_ROWS), lengths, args, rows)
     buckets = make_buckets(samples)
-    out = map_buckets(fn, buckets, *args)
+    out = _map_buckets(fn, buckets, *args)
     if not rows:
         return unpad(buckets, out, rows=False)
     # unpad cuts the last axis: rows there, then back after the heads.

@@ -4,6 +4,7 @@ import math
 from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
@@ -17,8 +18,8 @@ from ._base import (
     check_targets,
     standardize_targets,
 )
-from ._ragged import check_ragged, make_buckets, unpad
-from ._training import device_buckets, fit_loop, map_buckets, map_samples
+from ._ragged import check_ragged, make_buckets
+from ._training import device_buckets, fit_loop, map_samples
 from .kernels.attention import prefix_to_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
@@ -27,6 +28,12 @@ __all__ = ["NTKPrefixRegressor"]
 
 _forward = jax.jit(ntk_readout_forward, static_argnames=("config",))
 _row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
+
+
+@partial(jax.jit, static_argnames=("config",))
+def _row_forward(params, frozen, X, where, config):
+    """Per-row predictions (``pooling=None``) with the targets as the head axis: (B, t, L)."""
+    return jnp.swapaxes(ntk_readout_forward(params, frozen, X, where, config), 1, 2)
 _PROJECTIONS = ("W_Q", "W_K", "W_V")
 
 
@@ -473,14 +480,14 @@ validation_fraction, random_state, verbose, warm_start
         ndarray of shape (n,) or (n, n_targets); with ``pooling=None`` a list of
         (p_i,) or (p_i, n_targets) arrays
         """
-        buckets = self._buckets(X)
-        frozen, config = self._frozen_fitted(), self._config()
-        z = map_buckets(lambda X_, w_: _forward(self.params_, frozen, X_, w_, config=config), buckets)
+        samples = self._validate_X(X, reset=False)
+        args = (self.params_, self._frozen_fitted())
         if self.pooling is None:
-            rows = check_finite_output(unpad(buckets, [np.swapaxes(b, 1, 2) for b in z]))
-            out = [r.T.astype(np.float64) * self.y_scale_ + self.y_mean_ for r in rows]
+            rows = map_samples(partial(_row_forward, config=self._config()), samples, *args, rows=True)
+            out = [r.T.astype(np.float64) * self.y_scale_ + self.y_mean_ for r in check_finite_output(rows)]
             return [o[:, 0] for o in out] if self._y_ndim == 1 else out
-        out = check_finite_output(unpad(buckets, z, rows=False)).astype(np.float64)
+        out = map_samples(partial(_forward, config=self._config()), samples, *args)
+        out = check_finite_output(out).astype(np.float64)
         out = out * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_ndim == 1 else out
 
