@@ -46,6 +46,7 @@ from skdiagatt.kernels.attention import ntk_attention, prefix_attention_streamin
 from skdiagatt.kernels._matmul import matmul
 from skdiagatt.kernels.diagatt import diagatt_loss
 from skdiagatt.kernels.features import _taylor_tables, taylor_feature_dim
+from skdiagatt.kernels.scores import _row_quadratic
 from skdiagatt.kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss
 
 DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs")
@@ -119,6 +120,11 @@ def timed(fn, reps=1):
 def slope(x, y):
     """Least-squares slope of log(y) on log(x)."""
     return float(np.polyfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)), 1)[0])
+
+
+def curve_slope(pts, estimate="epoch"):
+    """Slope of a scaling curve's points ``(x, result)``, on the time per epoch ``estimate``."""
+    return slope([x for x, _ in pts], [r[estimate] for _, r in pts])
 
 
 def fmt_bytes(b):
@@ -444,8 +450,8 @@ def step_products(bucket_data, idx, params):
     rng = np.random.RandomState(3)
     W = rng.standard_normal((d, d)).astype(np.float32)
     G = rng.standard_normal((N, d + k)).astype(np.float32)
-    Xj, Wj, Gj = jax.device_put(X), jax.device_put(W), jax.device_put(G)
-    fwd = jax.jit(lambda x, w: jnp.sum(matmul(x, w) * x, axis=1))
+    Xj, Wj, Gj = jax.device_put(X), jax.device_put(W[None]), jax.device_put(G)
+    fwd = jax.jit(_row_quadratic)  # the step's own score kernel
     bwd = jax.jit(lambda x, g: matmul(x.T, g))
     return {
         "jax_fwd": lambda: fwd(Xj, Wj),
@@ -1211,8 +1217,8 @@ def write(report, args, path):
                               ("ragged_buckets", "the same ragged samples in buckets (`pack=False`)", "mean p"),
                               ("d", f"in d (n = {sc['n0']}, p = 48)", "d")):
         pts = sc[key]
-        w(f"**{title}**: log-log slope {slope([x for x, _ in pts], [r['epoch'] for _, r in pts]):.2f} "
-          f"(per-round differences: {slope([x for x, _ in pts], [r['epoch_rounds'] for _, r in pts]):.2f})")
+        w(f"**{title}**: log-log slope {curve_slope(pts):.2f} "
+          f"(per-round differences: {curve_slope(pts, 'epoch_rounds'):.2f})")
         w("")
         w(f"| {xname} | s / epoch | steps / epoch | useful GFLOP/s | stored / real rows | computed / real rows | step temporaries | memory |")
         w("|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -1367,11 +1373,8 @@ def main(argv=None):
     report["loads"] = loads
     report["wall"] = time.perf_counter() - start
     st, fit, pre, sc, pad = (report[k] for k in ("step", "fit", "prefix", "scaling", "padding"))
-    def curve_slope(key, estimate="epoch"):
-        return slope([x for x, _ in sc[key]], [r[estimate] for _, r in sc[key]])
-
-    s_n, s_p, s_r, s_d = (curve_slope(key) for key in ("n", "p", "ragged", "d"))
-    cross = {key: f"{curve_slope(key):.2f} (per-round differences: {curve_slope(key, 'epoch_rounds'):.2f})"
+    s_n, s_p, s_r, s_d = (curve_slope(sc[key]) for key in ("n", "p", "ragged", "d"))
+    cross = {key: f"{curve_slope(sc[key]):.2f} (per-round differences: {curve_slope(sc[key], 'epoch_rounds'):.2f})"
              for key in ("n", "p", "ragged", "d")}
     m_last = pre["ms"][-1]
     ntk_ts = [pre["ntk"][m] for m in pre["ms"]]

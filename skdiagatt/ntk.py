@@ -28,13 +28,13 @@ __all__ = ["NTKPrefixRegressor"]
 
 _forward = jax.jit(ntk_readout_forward, static_argnames=("config",))
 _row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
+_PROJECTIONS = ("W_Q", "W_K", "W_V")
 
 
 @partial(jax.jit, static_argnames=("config",))
 def _row_forward(params, frozen, X, where, config):
     """Per-row predictions (``pooling=None``) with the targets as the head axis: (B, t, L)."""
     return jnp.swapaxes(ntk_readout_forward(params, frozen, X, where, config), 1, 2)
-_PROJECTIONS = ("W_Q", "W_K", "W_V")
 
 
 def _state_scaled_loss(params, frozen, batch, config):

@@ -619,8 +619,6 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         return [m.copy() for m in out] if store is not None else out
 
     def _embed(self, enc, texts, index):
-        import jax.numpy as jnp
-
         encodings = self._encode(enc, texts)
         layouts = [self._layout(e, t, i) for e, t, i in zip(encodings, texts, index)]
         lengths = np.array([len(e.ids) for e in encodings])
@@ -643,9 +641,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
                 types[k, : len(e.ids)] = e.type_ids
                 where[k, : len(e.ids)] = True
             where[idx.size :, 0] = True  # filler rows: one valid position, results dropped
-            H = np.asarray(
-                forward(enc.params, jnp.asarray(ids), jnp.asarray(where), type_ids=jnp.asarray(types))
-            )
+            H = np.asarray(forward(enc.params, ids, where, type_ids=types))  # numpy in: no program per shape
             for k, j in enumerate(idx):
                 groups = layouts[j][0]
                 if self.pooling == "token":

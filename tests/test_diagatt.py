@@ -386,7 +386,7 @@ def test_value_refit_with_uniform_attention_is_logistic_regression_on_mean_poole
 def test_value_refit_reaches_the_minimum_of_the_readout_objective(reg_data):
     import jax
 
-    from skdiagatt.kernels.diagatt import pooled_rows
+    from skdiagatt.diagatt import _pooled
     from skdiagatt.kernels.glm import readout_objective
 
     X, y, _, _ = reg_data
@@ -396,8 +396,8 @@ def test_value_refit_reaches_the_minimum_of_the_readout_objective(reg_data):
     np.testing.assert_array_equal(plain.query_key_, refit.query_key_)
     frozen = refit._frozen_fitted()
     samples = [np.asarray(x, np.float32) for x in X]
-    pooled = jax.jit(pooled_rows)  # one sample at a time: one program per length, not per operation
-    H = np.concatenate([np.asarray(pooled(refit.params_, frozen, x[None], np.ones((1, len(x)), bool)))
+    # Jitted, one sample at a time: one program per length, not per operation.
+    H = np.concatenate([np.asarray(_pooled(refit.params_, frozen, x[None], np.ones((1, len(x)), bool)))
                         for x in samples])
     Y = ((y[:, None] - refit.y_mean_) / refit.y_scale_).astype(np.float32)
 
