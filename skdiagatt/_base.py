@@ -10,8 +10,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ._ragged import check_ragged
-from ._training import ChunkStream, steps_per_epoch, training_data
+from ._ragged import FINE, check_ragged
+from ._training import ChunkStream, map_samples, steps_per_epoch, training_data
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -188,9 +188,12 @@ class MatrixSampleEstimator(BaseEstimator):
     sample, the attention weights of shape (H, p_i).  ``_pack`` is True where the
     training loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`):
     ragged training data are then packed (:func:`~skdiagatt._training.training_data`).
+    ``_bucket_growth`` is the bucket grid of the data left in buckets
+    (:func:`~skdiagatt._ragged.bucket_length`).
     """
 
     _pack = False
+    _bucket_growth = FINE
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -265,9 +268,9 @@ class MatrixSampleEstimator(BaseEstimator):
                 )
             perm = rng.permutation(n)
             idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = training_data([samples[i] for i in idx_val], take(idx_val), self._pack)
+            validation = training_data([samples[i] for i in idx_val], take(idx_val), self._pack, self._bucket_growth)
         train_samples = [samples[i] for i in idx_train]
-        data = training_data(train_samples, take(idx_train), self._pack)
+        data = training_data(train_samples, take(idx_train), self._pack, self._bucket_growth)
         # Small data sets get smaller batches, hence enough optimizer steps.
         batch_size = self.batch_size
         if batch_size == "auto":
@@ -329,10 +332,14 @@ class MatrixSampleEstimator(BaseEstimator):
                 yield samples, targets(k, offset, len(samples))
                 offset += len(samples)
 
-        return ChunkStream(batches, pack=self._pack)
+        return ChunkStream(batches, pack=self._pack, growth=self._bucket_growth)
 
     def _chunk_steps(self, scan, batch_size):
-        return sum(steps_per_epoch(lengths, batch_size, self._pack) for lengths in scan["lengths"])
+        return sum(steps_per_epoch(lengths, batch_size, self._pack, self._bucket_growth) for lengths in scan["lengths"])
+
+    def _map_samples(self, fn, samples, *args, rows=False):
+        """:func:`~skdiagatt._training.map_samples` in this estimator's layout (packed, or its bucket grid)."""
+        return map_samples(fn, samples, *args, pack=self._pack, rows=rows, growth=self._bucket_growth)
 
     def _auto_batch_size(self, n):
         if self.batch_size == "auto":

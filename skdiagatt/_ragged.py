@@ -7,6 +7,10 @@ geometric grid that holds them -- and padded with zeros to it, with a boolean
 mask marking the real rows.  The grid does not depend on the data, so a later
 call with samples of the same buckets reuses the compiled kernels, and the
 padding wasted per sample stays below about 20% (plus rounding to 8 rows).
+A coarser grid (:data:`COARSE`, about 50% apart) trades padding for fewer
+bucket lengths, hence fewer compiled programs: the attention estimators use
+it, whose programs take seconds to compile and little time to run on a
+minibatch of padding.
 
 Training may instead pack the samples (:func:`make_blocks`): each sample's rows
 are stored one after the other in blocks of a few rows, so that minibatches
@@ -18,30 +22,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["check_ragged", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad"]
+__all__ = [
+    "FINE", "COARSE", "check_ragged", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad",
+]
 
 _ALIGN = 8
-_GROWTH = 1.2
+# Growth of the bucket grid from one length to the next.  On log-normal
+# lengths (median 30, p99 300) FINE pads 10.7% of the rows in 31 buckets,
+# COARSE 21.2% in 18 (``docs/performance.md``, sections 6 and 7).
+FINE = 1.2
+COARSE = 1.5
 
 
-def _grid(max_len):
+def _grid(max_len, growth):
     grid = [1, 2, 4, 8]
     x = float(_ALIGN)
     while grid[-1] < max_len:
-        x *= _GROWTH
+        x *= growth
         v = _ALIGN * math.ceil(x / _ALIGN)
         if v > grid[-1]:
             grid.append(v)
     return grid
 
 
-def bucket_length(p):
-    """Padded length of a sample with ``p`` rows (a value of the fixed grid).
+def bucket_length(p, growth=FINE):
+    """Padded length of a sample with ``p`` rows (a value of the fixed grid of this ``growth``).
 
-    >>> [bucket_length(p) for p in (1, 3, 8, 9, 100)]
-    [1, 4, 8, 16, 104]
+    >>> [bucket_length(p) for p in (1, 3, 8, 9, 33, 100)]
+    [1, 4, 8, 16, 40, 104]
+    >>> from skdiagatt._ragged import COARSE
+    >>> [bucket_length(p, COARSE) for p in (1, 3, 8, 9, 33, 100)]
+    [1, 4, 8, 16, 48, 144]
     """
-    return next(g for g in _grid(p) if g >= p)
+    return next(g for g in _grid(p, growth) if g >= p)
 
 
 def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
@@ -219,13 +232,15 @@ class Buckets:
         return int(sum(b.X.shape[0] * b.X.shape[1] for b in self.buckets))
 
 
-def make_buckets(samples):
+def make_buckets(samples, growth=FINE):
     """Group validated samples by bucket length and pad each group.
 
     Parameters
     ----------
     samples : list of ndarray of shape (p_i, d)
         As returned by :func:`check_ragged`.
+    growth : float, default=FINE
+        The bucket grid (:func:`bucket_length`).
 
     Returns
     -------
@@ -248,7 +263,7 @@ def make_buckets(samples):
     # One grid lookup per distinct length, not per sample.
     distinct, inverse = np.unique(lengths, return_inverse=True)
     inverse = inverse.ravel()
-    padded = np.array([bucket_length(int(p)) for p in distinct], dtype=np.int64)[inverse]
+    padded = np.array([bucket_length(int(p), growth) for p in distinct], dtype=np.int64)[inverse]
     out = []
     for L in np.unique(padded):
         index = np.flatnonzero(padded == L)

@@ -45,7 +45,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from sklearn.exceptions import ConvergenceWarning
 
-from ._ragged import bucket_length, make_blocks, make_buckets, unpad
+from ._ragged import FINE, bucket_length, make_blocks, make_buckets, unpad
 from .kernels.rows import PackedRows
 
 __all__ = [
@@ -355,7 +355,7 @@ def device_packed(samples, targets):
     return PackedData(arrays=_placement().put(arrays), first=blocks.first)
 
 
-def training_data(samples, targets, pack=False):
+def training_data(samples, targets, pack=False, growth=FINE):
     """Upload training samples: packed if ``pack`` and their lengths span several buckets.
 
     Parameters
@@ -364,6 +364,9 @@ def training_data(samples, targets, pack=False):
     targets : ndarray (n, ...) or list of n row-level arrays (never packed), or None
     pack : bool
         The loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`).
+    growth : float
+        The bucket grid of data left in buckets
+        (:func:`~skdiagatt._ragged.bucket_length`).
 
     Returns
     -------
@@ -375,7 +378,7 @@ def training_data(samples, targets, pack=False):
     row_level = targets is None or isinstance(targets, list)
     if pack and not row_level and _spans_buckets([s.shape[0] for s in samples]):
         return device_packed(samples, targets)
-    return device_buckets(make_buckets(samples), targets)
+    return device_buckets(make_buckets(samples, growth), targets)
 
 
 def _spans_buckets(lengths):
@@ -394,7 +397,7 @@ class ChunkStream:
         called once per epoch, so the source is read again every epoch.
     n_chunks : int
         For progress lines only.
-    pack : bool
+    pack, growth
         Passed to :func:`training_data` for every chunk.
 
     Notes
@@ -403,14 +406,15 @@ class ChunkStream:
     next one is uploaded, so at most one chunk is on the device at a time.
     """
 
-    def __init__(self, make_iter, n_chunks=None, pack=False):
+    def __init__(self, make_iter, n_chunks=None, pack=False, growth=FINE):
         self.make_iter = make_iter
         self.n_chunks = n_chunks
         self.pack = pack
+        self.growth = growth
 
     def __iter__(self):
         for samples, targets in self.make_iter():
-            yield training_data(samples, targets, self.pack)
+            yield training_data(samples, targets, self.pack, self.growth)
 
 
 def _gather(data, idx):
@@ -755,7 +759,7 @@ def _chunks(data):
     return iter([data])
 
 
-def steps_per_epoch(lengths, batch_size, pack=False):
+def steps_per_epoch(lengths, batch_size, pack=False, growth=FINE):
     """Minibatches per epoch for samples of ``lengths`` rows (as :func:`fit_loop` forms them).
 
     Parameters
@@ -763,14 +767,14 @@ def steps_per_epoch(lengths, batch_size, pack=False):
     lengths : array of int
         ``p_i`` of the samples of one chunk (of the whole data set in memory).
     batch_size : int
-    pack : bool
+    pack, growth
         As for :func:`training_data` (with targets of shape (n, ...)).
     """
     if pack and _spans_buckets(lengths):
         return math.ceil(len(lengths) / batch_size)
     counts = {}
     for p in np.asarray(lengths):
-        L = bucket_length(int(p))
+        L = bucket_length(int(p), growth)
         counts[L] = counts.get(L, 0) + 1
     return sum(math.ceil(m / batch_size) for m in counts.values())
 
@@ -1011,7 +1015,7 @@ def _map_buckets(fn, buckets, *args):
     return out
 
 
-def map_samples(fn, samples, *args, pack=False, rows=False):
+def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
     """Apply a jitted ``fn(*args, X, where)`` to validated samples, in a few fixed shapes.
 
     Samples whose lengths span several buckets are packed if ``pack`` (``fn``
@@ -1034,6 +1038,8 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     *args
         Passed before ``X`` and ``where``.
     pack, rows : bool
+    growth : float
+        The bucket grid when not packed (:func:`~skdiagatt._ragged.bucket_length`).
 
     Returns
     -------
@@ -1042,7 +1048,7 @@ def map_samples(fn, samples, *args, pack=False, rows=False):
     lengths = [s.shape[0] for s in samples]
     if pack and _spans_buckets(lengths):
         return _map_packed(fn, make_blocks(samples, BLOCK_ROWS), lengths, args, rows)
-    buckets = make_buckets(samples)
+    buckets = make_buckets(samples, growth)
     out = _map_buckets(fn, buckets, *args)
     if not rows:
         return unpad(buckets, out, rows=False)

@@ -16,7 +16,7 @@ from ._base import (
 )
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged
-from ._training import fit_loop, map_device_data, map_samples, round_count, training_data
+from ._training import fit_loop, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import (
@@ -358,17 +358,16 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
-        z = map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted(), pack=self._pack)
+        z = self._map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
         return check_finite_output(z)
 
     def _head_weights(self, samples):
-        return map_samples(_weights, samples, self.params_, self._frozen_fitted(), pack=self._pack, rows=True)
+        return self._map_samples(_weights, samples, self.params_, self._frozen_fitted(), rows=True)
 
     def _internal_contributions(self, X):
         """Per sample ``(n_heads, p_i, t)`` terms in the internal scale, and ``z`` (n, t)."""
         samples = self._validate_X(X, reset=False)
-        terms = map_samples(_contributions, samples, self.params_, self._frozen_fitted(),
-                            pack=self._pack, rows=True)
+        terms = self._map_samples(_contributions, samples, self.params_, self._frozen_fitted(), rows=True)
         terms = check_finite_output(terms, "row contribution")
         z = np.stack([c.sum(axis=(0, 1)) for c in terms]) + self.params_["b"]
         return terms, z

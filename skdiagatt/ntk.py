@@ -18,8 +18,8 @@ from ._base import (
     check_targets,
     standardize_targets,
 )
-from ._ragged import check_ragged, make_buckets
-from ._training import device_buckets, fit_loop, map_samples
+from ._ragged import COARSE, check_ragged, make_buckets
+from ._training import device_buckets, fit_loop
 from .kernels.attention import prefix_to_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
@@ -135,6 +135,8 @@ validation_fraction, random_state, verbose, warm_start
     >>> est.predict(X[:2]).shape
     (2,)
     """
+
+    _bucket_growth = COARSE  # fewer programs to compile (docs/performance.md, section 7)
 
     def __init__(
         self,
@@ -440,7 +442,7 @@ validation_fraction, random_state, verbose, warm_start
             params = {k: v.copy() for k, v in self.params_.items()}
         fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
         loop = dict(
-            data=device_buckets(make_buckets(samples), Y),
+            data=device_buckets(make_buckets(samples, self._bucket_growth), Y),
             batch_size=self._auto_batch_size(len(samples)),
             random_state=rng,
             verbose=self.verbose,
@@ -483,10 +485,10 @@ validation_fraction, random_state, verbose, warm_start
         samples = self._validate_X(X, reset=False)
         args = (self.params_, self._frozen_fitted())
         if self.pooling is None:
-            rows = map_samples(partial(_row_forward, config=self._config()), samples, *args, rows=True)
+            rows = self._map_samples(partial(_row_forward, config=self._config()), samples, *args, rows=True)
             out = [r.T.astype(np.float64) * self.y_scale_ + self.y_mean_ for r in check_finite_output(rows)]
             return [o[:, 0] for o in out] if self._y_ndim == 1 else out
-        out = map_samples(partial(_forward, config=self._config()), samples, *args)
+        out = self._map_samples(partial(_forward, config=self._config()), samples, *args)
         out = check_finite_output(out).astype(np.float64)
         out = out * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_ndim == 1 else out
@@ -502,7 +504,7 @@ validation_fraction, random_state, verbose, warm_start
 
     def _head_weights(self, samples):
         row_mass = partial(_row_mass, config=self._config())
-        return map_samples(row_mass, samples, self.params_, self._frozen_fitted(), rows=True)
+        return self._map_samples(row_mass, samples, self.params_, self._frozen_fitted(), rows=True)
 
     def attention(self, X):
         """Average attention mass each row receives from the sample's rows, per head.

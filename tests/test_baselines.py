@@ -19,6 +19,7 @@ from skdiagatt.baselines import (
     TwoStepClassifier,
     TwoStepRegressor,
 )
+from skdiagatt._ragged import COARSE, FINE
 from skdiagatt.baselines import _group_lasso_solver as gl
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import crlr, rmse
@@ -279,6 +280,20 @@ def test_stdatt_same_random_state_is_bit_identical(fitted_std, reg_data):
     for k in fitted_std.params_:
         np.testing.assert_array_equal(fitted_std.params_[k], b.params_[k])
     np.testing.assert_array_equal(fitted_std.predict(X), b.predict(X))
+
+
+def test_stdatt_predictions_and_attention_do_not_depend_on_the_bucket_grid():
+    # Lengths whose buckets differ between the coarse grid (48, 64) and the fine one (40, 48, 56, 64).
+    rng = np.random.RandomState(1)
+    X = [rng.randn(p, 3).astype(np.float32) for p in (35, 41, 50, 60, 35, 60)]
+    est = StdAttRegressor(**FAST_ATT).fit(X, np.array([x[:, 0].mean() for x in X]))
+    assert est._bucket_growth == COARSE
+    coarse = est.predict(X), est.attention(X)
+    est._bucket_growth = FINE
+    fine = est.predict(X), est.attention(X)
+    np.testing.assert_allclose(coarse[0], fine[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(coarse[1], fine[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 def test_stdatt_latent_objective_and_options_stay_finite(reg_data):

@@ -11,7 +11,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
 from skdiagatt import NTKPrefixRegressor
-from skdiagatt._ragged import make_buckets
+from skdiagatt._ragged import COARSE, FINE, make_buckets
 from skdiagatt.kernels.attention import plain_attention
 
 FAST = dict(max_iter=3, prefix_length=32, random_state=0)
@@ -105,6 +105,21 @@ def test_padding_invariance(fitted, data):
     X, _ = data
     full = fitted.predict(X)
     np.testing.assert_allclose(fitted.predict([X[4], X[1]]), full[[4, 1]], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pooling", ["mean", None])
+def test_predictions_do_not_depend_on_the_bucket_grid(pooling):
+    # Lengths whose buckets differ between the coarse grid (48, 64) and the fine one (40, 48, 56, 64).
+    rng = np.random.RandomState(1)
+    X = [rng.randn(p, 3).astype(np.float32) for p in (35, 41, 50, 60, 35, 60)]
+    y = np.array([x[:, 0].mean() for x in X]) if pooling else [x[:, 0] for x in X]
+    est = NTKPrefixRegressor(pooling=pooling, causal=pooling is None, **FAST).fit(X, y)
+    assert est._bucket_growth == COARSE
+    coarse = est.predict(X)
+    est._bucket_growth = FINE
+    fine = est.predict(X)
+    np.testing.assert_allclose(np.concatenate([np.ravel(v) for v in coarse]),
+                               np.concatenate([np.ravel(v) for v in fine]), rtol=1e-5, atol=1e-6)
 
 
 def test_token_level_targets(data):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from skdiagatt._ragged import bucket_length, check_ragged, make_buckets, unpad
+from skdiagatt._ragged import COARSE, bucket_length, check_ragged, make_buckets, unpad
 
 
 def test_accepts_list_tuple_and_3d_array():
@@ -49,6 +49,17 @@ def test_bucket_grid_is_fixed_and_bounded():
     # waste stays below the grid ratio plus rounding to 8 rows
     assert np.all(buckets[lengths > 40] / lengths[lengths > 40] < 1.25)
     assert len(np.unique(buckets)) < 40
+
+
+def test_coarse_grid_has_fewer_buckets_and_bounded_padding():
+    lengths = np.arange(1, 2000)
+    fine = np.array([bucket_length(p) for p in lengths])
+    coarse = np.array([bucket_length(p, COARSE) for p in lengths])
+    assert np.all(coarse >= lengths)
+    assert np.all(coarse[lengths > 40] / lengths[lengths > 40] < 1.6)
+    assert len(np.unique(coarse)) < len(np.unique(fine)) * 0.6
+    samples = [np.ones((int(p), 2), np.float32) for p in (3, 20, 33, 50, 90)]
+    assert [b.length for b in make_buckets(samples, COARSE).buckets] == [4, 24, 48, 64, 96]
 
 
 def test_buckets_and_unpad_round_trip():

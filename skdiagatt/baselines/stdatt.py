@@ -14,7 +14,7 @@ from .._base import (
     _check_positive_int,
 )
 from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from .._training import map_samples
+from .._ragged import COARSE
 from .._two_phase import TwoPhaseTraining
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 
@@ -33,6 +33,7 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(stdatt_loss)
+    _bucket_growth = COARSE  # fewer programs to compile (docs/performance.md, section 7)
     # After the latent objective the projections stay fixed and the read-out
     # is calibrated on the loss of the pooled prediction (as DiagAtt).
     _calibrated = ("V", "b")
@@ -123,11 +124,11 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
-        return map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
+        return self._map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
 
     def _head_weights(self, samples):
         # The attention mass each row receives (mean over the queries).
-        return map_samples(_received, samples, self.params_, self._frozen_fitted(), rows=True)
+        return self._map_samples(_received, samples, self.params_, self._frozen_fitted(), rows=True)
 
 
 _STD_PARAMS_DOC = """
