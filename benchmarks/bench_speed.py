@@ -1421,9 +1421,9 @@ CHANGES = [
     "the NumPy loop; section 4 measures it now. The same function up to float rounding (tests compare "
     "it with float64 features, also where float32 features overflow).",
     "- **A coarser bucket grid for the attention estimators** (`_ragged.COARSE`, "
-    "`MatrixSampleEstimator._bucket_growth`): NTK-Attention and the baselines train and predict in buckets, "
-    "one compiled program per bucket length, and on ragged data their first fit and predict were mostly "
-    "compilation. Their grid now grows by about 50% from one length to the next instead of 20%: fewer "
+    "`MatrixSampleEstimator._bucket_growth`): NTK-Attention and the attention baselines train and predict "
+    "in buckets, one compiled program per bucket length, and on ragged data their first fit and predict were "
+    "mostly compilation. Their grid now grows by about 50% from one length to the next instead of 20%: fewer "
     "programs for more padding (section 6 gives both grids' padding, section 7 the first fits on both).",
     "- Already in place and verified: float32 throughout, parameters and optimizer state donated to "
     "the step, data copied to the device once per fit (per-step traffic is the batch's index and "
