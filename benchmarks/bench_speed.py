@@ -671,8 +671,7 @@ def ragged_predict(est):
     cfg = RAGGED_PREDICT
     rng = np.random.RandomState(3)
     d = est.n_features_in_
-    sets = [[rng.standard_normal((int(p), d)) for p in np.minimum(lognormal_lengths(cfg["n"], cfg["median"], rng), 40 * cfg["median"])]
-            for _ in range(cfg["sets"])]
+    sets = [ragged_samples(cfg["n"], cfg["median"], d, rng) for _ in range(cfg["sets"])]
     out, preds = {}, {}
     for name, pack in (("packed", True), ("buckets", False)):
         est._pack = pack
@@ -921,6 +920,11 @@ def lognormal_lengths(n, median, rng, p99_over_median=10.0):
     return np.maximum(1, np.round(np.exp(math.log(median) + sigma * rng.standard_normal(n)))).astype(int)
 
 
+def ragged_samples(n, median, d, rng, cap=40):
+    """``n`` float64 samples of ``d`` standard normal columns, log-normal lengths of at most ``cap x median``."""
+    return [rng.standard_normal((int(p), d)) for p in np.minimum(lognormal_lengths(n, median, rng), cap * median)]
+
+
 def section_scaling(report, quick):
     out = {}
     n0 = 1024 if quick else 2048
@@ -959,10 +963,10 @@ def section_scaling(report, quick):
     report["scaling"] = out
 
 
-def _grid_waste(lengths, growth=None):
+def _grid_waste(lengths, growth=FINE):
     """Buckets, padded rows / real rows - 1 and the same with rounded sample counts, on one grid."""
     distinct, inverse = np.unique(lengths, return_inverse=True)
-    padded = np.array([bucket_length(int(p), *([growth] if growth else [])) for p in distinct])[inverse.ravel()]
+    padded = np.array([bucket_length(int(p), growth) for p in distinct])[inverse.ravel()]
     counts = {}
     for L in padded:
         counts[L] = counts.get(L, 0) + 1
@@ -1008,11 +1012,7 @@ def fresh_process_child(name, n, growth=None):
     cfg = FRESH
     rng = np.random.RandomState(0)
 
-    def ragged(count):
-        lengths = np.minimum(lognormal_lengths(count, cfg["median"], rng), 10 * cfg["median"])
-        return [rng.standard_normal((int(p), cfg["d"])) for p in lengths]
-
-    X, X_new = ragged(n), ragged(n)
+    X, X_new = (ragged_samples(n, cfg["median"], cfg["d"], rng, cap=10) for _ in range(2))
     y = np.array([x[:, 0].max() for x in X])
     est = FRESH_ESTIMATORS[name](max_iter=cfg["max_iter"], random_state=0)
     if growth:

@@ -40,6 +40,12 @@ def cls_data():
     return X, y, rows, truth
 
 
+def grid_sensitive_samples():
+    """Ragged samples whose buckets differ between the coarse grid (48, 64) and the fine one (40, 48, 56, 64)."""
+    rng = np.random.RandomState(1)
+    return [rng.randn(p, 3).astype(np.float32) for p in (35, 41, 50, 60, 35, 60)]
+
+
 def numpy_diagatt(X_list, Q, V, b, lin=None):
     """float64 reference of the DiagAtt prediction: a loop over unpadded samples.
 

@@ -23,7 +23,7 @@ from skdiagatt._ragged import COARSE, FINE
 from skdiagatt.baselines import _group_lasso_solver as gl
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import crlr, rmse
-from tests.conftest import DATA_FREE_CHECKS
+from tests.conftest import DATA_FREE_CHECKS, grid_sensitive_samples
 
 ALL = [
     GroupLassoRegressor,
@@ -283,9 +283,7 @@ def test_stdatt_same_random_state_is_bit_identical(fitted_std, reg_data):
 
 
 def test_stdatt_predictions_and_attention_do_not_depend_on_the_bucket_grid():
-    # Lengths whose buckets differ between the coarse grid (48, 64) and the fine one (40, 48, 56, 64).
-    rng = np.random.RandomState(1)
-    X = [rng.randn(p, 3).astype(np.float32) for p in (35, 41, 50, 60, 35, 60)]
+    X = grid_sensitive_samples()
     est = StdAttRegressor(**FAST_ATT).fit(X, np.array([x[:, 0].mean() for x in X]))
     assert est._bucket_growth == COARSE
     coarse = est.predict(X), est.attention(X)

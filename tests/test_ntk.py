@@ -13,6 +13,7 @@ from sklearn.utils import estimator_checks
 from skdiagatt import NTKPrefixRegressor
 from skdiagatt._ragged import COARSE, FINE, make_buckets
 from skdiagatt.kernels.attention import plain_attention
+from tests.conftest import grid_sensitive_samples
 
 FAST = dict(max_iter=3, prefix_length=32, random_state=0)
 
@@ -109,9 +110,7 @@ def test_padding_invariance(fitted, data):
 
 @pytest.mark.parametrize("pooling", ["mean", None])
 def test_predictions_do_not_depend_on_the_bucket_grid(pooling):
-    # Lengths whose buckets differ between the coarse grid (48, 64) and the fine one (40, 48, 56, 64).
-    rng = np.random.RandomState(1)
-    X = [rng.randn(p, 3).astype(np.float32) for p in (35, 41, 50, 60, 35, 60)]
+    X = grid_sensitive_samples()
     y = np.array([x[:, 0].mean() for x in X]) if pooling else [x[:, 0] for x in X]
     est = NTKPrefixRegressor(pooling=pooling, causal=pooling is None, **FAST).fit(X, y)
     assert est._bucket_growth == COARSE
