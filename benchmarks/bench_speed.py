@@ -146,6 +146,15 @@ def check(ok):
 
 
 # ------------------------------------------------------------------- peak
+def l2_cache():
+    """The L2 cache of CPU 0 as Linux reports it (e.g. ``2048K``), or None."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def cpu_model():
     """The processor's name and its widest vector instructions, from /proc/cpuinfo (Linux)."""
     try:
@@ -443,13 +452,16 @@ def value_columns(params):
 
 
 def step_products(bucket_data, idx, params):
-    """The two row-sized products of a DiagAtt step alone, as jitted calls and in NumPy.
+    """The two row-sized products of a DiagAtt step alone, and its memory passes, jitted and in NumPy.
 
     On the step's own minibatch (all computed rows, padding included): the
     forward ``X W`` fused with the row-wise score dot, as the step computes
     it, and the backward ``X^T G`` with ``G`` the (rows, d + k) right-hand
-    side the step builds (``k`` value and linear-score columns).  Returns a
-    dict of name -> callable.
+    side the step builds (``k`` value and linear-score columns).  Besides
+    them, what the rest of the step is made of: the gather of the minibatch
+    from the bucket, and one pass over its rows (read them, write as many
+    bytes), the unit of the elementwise work.  Returns a dict of name ->
+    callable.
     """
     X = np.asarray(bucket_data["X"])[idx].reshape(-1, bucket_data["X"].shape[-1])
     N, d = X.shape
@@ -460,11 +472,18 @@ def step_products(bucket_data, idx, params):
     Xj, Wj, Gj = jax.device_put(X), jax.device_put(W[None]), jax.device_put(G)
     fwd = jax.jit(_row_quadratic)  # the step's own score kernel
     bwd = jax.jit(lambda x, g: matmul(x.T, g))
+    row_pass = jax.jit(lambda x: 2.0 * x)
+    gather = jax.jit(_training._gather)
+    idx_j = jax.device_put(np.asarray(idx, np.int32))
+    out = np.empty_like(X)
     return {
         "jax_fwd": lambda: fwd(Xj, Wj),
         "jax_bwd": lambda: bwd(Xj, Gj),
         "numpy_fwd": lambda: X @ W,
         "numpy_bwd": lambda: X.T @ G,
+        "jax_pass": lambda: row_pass(Xj),
+        "numpy_pass": lambda: np.multiply(X, 2.0, out=out),
+        "jax_gather": lambda: gather(bucket_data, idx_j),
     }
 
 
@@ -588,7 +607,7 @@ def section_diagatt_step(report, peaks, rounds):
         frac_rounds=frac_rounds, ratio_loop=ratio_loop, ratio_vec=ratio_vec,
         err_loop=err_loop, err_vec=err_vec, threads=threads, useful=useful,
         loss=(float(jloss), nloss, vloss), rounds=rounds,
-        padded_rows=B * bucket_data["X"].shape[1], real_rows=B * p,
+        padded_rows=B * bucket_data["X"].shape[1], real_rows=B * p, d=d, l2_cache=l2_cache(),
         t_ynn=med(t_ynn) if t_ynn else None,
         ratio_ynn=float(np.median(np.array(t_run) / np.array(t_ynn))) if t_ynn else None,
         products={name: med(v) for name, v in t_prod.items()}, value_columns=value_columns(params),
@@ -1155,6 +1174,7 @@ def write(report, args, path):
       f"{st['useful'] / st['t_vec'] / 1e9:.1f} | {st['useful'] / st['t_vec'] / 1e9 / peak['peak']:.0%} | "
       f"{st['ratio_vec']:.1f}x |")
     pr = st["products"]
+    rest = st["t_run"] - pr["jax_fwd"] - pr["jax_bwd"]
     for label, a, b in (
         ("the step's two row-sized products alone, jitted (`X W` fused with the score dot; `X^T G`), nothing else",
          pr["jax_fwd"], pr["jax_bwd"]),
@@ -1163,6 +1183,14 @@ def write(report, args, path):
     ):
         w(f"| {label} | {(a + b) * 1e3:.2f} ms ({a * 1e3:.2f} + {b * 1e3:.2f}) | {st['useful'] / (a + b) / 1e9:.1f} | "
           f"{st['useful'] / (a + b) / 1e9 / peak['peak']:.0%} | |")
+    pass_bytes = 2 * st["padded_rows"] * st["d"] * 4
+    for label, key in (
+        ("one pass over the minibatch's rows alone, jitted (`2 * X`: read the rows, write as many bytes)", "jax_pass"),
+        ("the same pass in NumPy (`np.multiply(X, 2, out=...)`, one thread)", "numpy_pass"),
+    ):
+        w(f"| {label} | {pr[key] * 1e3:.2f} ms ({pass_bytes / pr[key] / 1e9:.0f} GB/s) | | | |")
+    w(f"| the gather of the minibatch from the bucket alone, jitted (`_training._gather`) | "
+      f"{pr['jax_gather'] * 1e3:.2f} ms | | | |")
     w("")
     w(f"The bar is on throughput: the time per step of {RUN_STEPS} consecutive steps on distinct "
       "minibatches of the bucket, each on the parameters the one before returned, in one call "
@@ -1178,7 +1206,20 @@ def write(report, args, path):
       "their useful GFLOP/s divide the step's useful FLOPs by their time alone. They bound the step on "
       "this machine with these kernels: the rest of it (the gather of the minibatch, the value product, "
       "the softmax and the other per-row work, forming `G`, Adam) took "
-      f"{(st['t_run'] - pr['jax_fwd'] - pr['jax_bwd']) * 1e3:.2f} ms of the {st['t_run'] * 1e3:.2f}.")
+      f"{rest * 1e3:.2f} ms of the {st['t_run'] * 1e3:.2f}.")
+    w("")
+    l2 = f" ({st['l2_cache']} per core here)" if st["l2_cache"] else ""
+    w(f"That rest moves the rows more than it computes on them. The minibatch's rows "
+      f"({pass_bytes / 2 / 2**20:.1f} MiB) do not fit in a core's L2 cache{l2}, and the last three rows of the "
+      "table time what moving them costs here: one pass that reads the rows and writes as many bytes took "
+      f"{pr['jax_pass'] * 1e3:.2f} ms jitted and {pr['numpy_pass'] * 1e3:.2f} ms in NumPy "
+      f"({pass_bytes / pr['jax_pass'] / 1e9:.0f} and {pass_bytes / pr['numpy_pass'] / 1e9:.0f} GB/s), and the "
+      f"gather alone {pr['jax_gather'] * 1e3:.2f} ms. The rest took as long as {rest / pr['jax_pass']:.1f} "
+      "jitted passes. Besides the products, the step passes over the rows at least three times (the gather "
+      "writes them, forming `G` reads them and writes as many bytes, the value product reads them), and "
+      f"its other per-row work runs on the (256, rows) scores, {st['d']} times smaller. At 40% of the peak a step "
+      f"would take at most {st['useful'] / (0.4 * peak['peak'] * 1e9) * 1e3:.2f} ms; its two products alone "
+      f"took {(pr['jax_fwd'] + pr['jax_bwd']) * 1e3:.2f}.")
     if st["t_ynn"] is not None:
         w("")
         w("The YNN row times the same step compiled with XLA:CPU's YNN fusions (an experimental default "
