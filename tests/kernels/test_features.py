@@ -184,3 +184,35 @@ def test_taylor_products_gradient_in_the_state():
     # d/dS sum(phi(x) S) = phi(x)^T 1 in every column.
     expected = np.repeat(np.asarray(taylor_features(x, degree)).sum(0)[:, None], 2, axis=1)
     np.testing.assert_allclose(np.asarray(jax.grad(total)(S)), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_taylor_products_in_tiles_equal_the_whole_rows(monkeypatch):
+    # Evaluated alone, many rows go through in tiles (padded, 4 here); under
+    # differentiation they are taken whole. Both give the untiled numbers.
+    from skdiagatt.kernels import features
+
+    rng = np.random.default_rng(11)
+    d, degree = 5, 2
+    r = taylor_feature_dim(d, degree)
+    x = jnp.asarray(3 * rng.normal(size=(2, 3, 47, d)), jnp.float32)  # heads, samples, rows
+    S = jnp.asarray(rng.normal(size=(2, r, 4)), jnp.float32)
+
+    def evaluate():
+        # New functions each time: jit would reuse the first trace of the same ones.
+        heads = jax.vmap(lambda x, S: taylor_products(x, S, degree))  # as ntk_attention maps them
+
+        def total(S, x):
+            out, log_n = heads(x, S)
+            return jnp.sum(jnp.sin(out) * jnp.exp(log_n)[..., None])
+
+        return jax.jit(heads)(x, S), jax.jit(jax.grad(total, argnums=(0, 1)))(S, x)
+
+    whole = evaluate()
+    monkeypatch.setattr(features, "_TILE_ELEMENTS", 40 * r)
+    assert features._tile_rows(3 * 47, r) == 40
+    tiled = evaluate()
+    for a, b in zip(jax.tree.leaves(tiled), jax.tree.leaves(whole)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6 * float(jnp.max(jnp.abs(b))))
+    ref = np.einsum("hbln,hnv->hblv", _features_float64(np.asarray(x), degree, 1 / math.sqrt(d)), np.asarray(S))
+    got = np.asarray(tiled[0][0], np.float64) * np.exp(np.asarray(tiled[0][1], np.float64))[..., None]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
