@@ -787,7 +787,7 @@ def section_ntk(report, peaks, rounds, quick):
     # before kernels.features tiled them: traced and compiled with no tiles.
     fwd_whole = ntk_forward(pj, fj, B, L, d, config, tiled=False)
     # Temporaries XLA plans for the forward, tiled and not: this batch, and a
-    # prediction chunk of 2^17 rows (_training._PREDICT_ROWS).
+    # prediction chunk (_training._PREDICT_ROWS rows).
     temps = {}
     for Bt in (B, _training._PREDICT_ROWS // L):
         for tiled in (True, False):

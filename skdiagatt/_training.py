@@ -69,7 +69,13 @@ _CLIP = 10.0
 # Flattened: Adam runs as a few ops on one vector instead of a dozen per
 # parameter array; the per-op cost of the compiled step dominates small batches.
 _TX = optax.flatten(optax.chain(optax.clip_by_global_norm(_CLIP), optax.scale_by_adam()))
-_PREDICT_ROWS = 1 << 17
+# Rows per prediction chunk.  A chunk's arrays then stay under glibc's
+# threshold for mapping memory afresh (32 MiB): 2**17 rows (37 MB for the
+# rows alone at d = 70) were mapped again at every call and their pages
+# faulted in; DiagAtt predicting 10,000 samples of 100 x 70 took 0.56 s with
+# 73k minor faults, and 0.38 s with 576 in chunks of 2**14 rows, the same
+# predictions bit for bit (one process, 2 cores).
+_PREDICT_ROWS = 1 << 14
 # Prediction chunks hold at least this many rows (filler included): the small
 # buckets of ragged data then share a few chunk sizes instead of compiling one
 # per power of two of their sample count.  NTK-Attention predicting three new
@@ -944,7 +950,7 @@ def map_device_data(fn, data, *args):
 
     ``data`` is what :func:`fit_loop` trains on (from :func:`training_data`,
     or a :class:`ChunkStream`, read once more).  Each bucket is cut into slices
-    of one fixed power-of-two size (about ``2**17`` rows); the last slice is
+    of one fixed power-of-two size (about ``2**14`` rows); the last slice is
     shifted back to end at the bucket's capacity, so every bucket compiles one
     shape, and the samples it repeats are dropped.  Packed data is cut into
     groups of a power-of-two number of samples, packed as in training (``fn``
@@ -989,7 +995,7 @@ def _packed_map(fn, args, data, idx):
 def _map_buckets(fn, buckets, *args):
     """Apply a jitted ``fn(*args, X, where)`` to every bucket in fixed-size chunks.
 
-    Chunks hold a power-of-two number of samples (about ``2**17`` rows at
+    Chunks hold a power-of-two number of samples (about ``2**14`` rows at
     most, ``2**12`` at least); the last one is completed with copies of its
     first sample, whose results are dropped.
 
@@ -1020,7 +1026,7 @@ def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
 
     Samples whose lengths span several buckets are packed if ``pack`` (``fn``
     accepts :class:`~skdiagatt.kernels.rows.PackedRows`): groups of
-    consecutive samples of at most ``2**17`` rows (or one longer sample),
+    consecutive samples of at most ``2**14`` rows (or one longer sample),
     rows in blocks of ``BLOCK_ROWS``, each group's block count rounded up to
     a power of two (``2**12`` rows at least) and as many sample slots.  A
     data set then compiles one or two shapes, and data sets of a similar
