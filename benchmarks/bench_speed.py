@@ -768,7 +768,14 @@ def section_ntk(report, peaks, rounds, quick):
     nl, ng = numpy_ntk_step(Xb, Y, params, frozen, degree)
     err = max(float(np.max(np.abs(ng[kk] - np.asarray(jg[kk]))) / (np.max(np.abs(np.asarray(jg[kk]))) + 1e-30))
               for kk in ng)
-    fwd = jax.jit(ntk_readout_forward, static_argnames=("config",))
+    # The forward compiled ahead of time, tiled as the library runs it and, as
+    # before kernels.features tiled them, with the Taylor monomials of all rows
+    # formed at once; on this batch and on a prediction chunk
+    # (_training._PREDICT_ROWS rows), for XLA's planned temporaries.
+    forwards = {(Bt, tiled): ntk_forward(pj, fj, Bt, L, d, config, tiled)
+                for Bt in (B, _training._PREDICT_ROWS // L) for tiled in (True, False)}
+    temps = {key: int(f.memory_analysis().temp_size_in_bytes) for key, f in forwards.items()}
+    fwd, fwd_whole = forwards[(B, True)], forwards[(B, False)]
 
     def ours():
         p_, o_ = jax.tree.map(jnp.copy, pj), jax.tree.map(jnp.copy, opt)
@@ -779,28 +786,13 @@ def section_ntk(report, peaks, rounds, quick):
         return time.perf_counter() - t
 
     def ours_fwd():
-        t = time.perf_counter()
-        jax.block_until_ready(fwd(pj, fj, data["X"], data["where"], config=config))
-        return time.perf_counter() - t
-
-    # The same forward with the Taylor monomials of all rows formed at once, as
-    # before kernels.features tiled them: traced and compiled with no tiles.
-    fwd_whole = ntk_forward(pj, fj, B, L, d, config, tiled=False)
-    # Temporaries XLA plans for the forward, tiled and not: this batch, and a
-    # prediction chunk (_training._PREDICT_ROWS rows).
-    temps = {}
-    for Bt in (B, _training._PREDICT_ROWS // L):
-        for tiled in (True, False):
-            temps[(Bt, tiled)] = int(ntk_forward(pj, fj, Bt, L, d, config, tiled).memory_analysis().temp_size_in_bytes)
-    whole_out = fwd_whole(pj, fj, data["X"], data["where"])
-    tiled_out = fwd(pj, fj, data["X"], data["where"], config=config)
-    tile_diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(tiled_out),
-                                                                   jax.tree.leaves(whole_out)))
+        return fwd(pj, fj, data["X"], data["where"])
 
     def ours_fwd_whole():
-        t = time.perf_counter()
-        jax.block_until_ready(fwd_whole(pj, fj, data["X"], data["where"]))
-        return time.perf_counter() - t
+        return fwd_whole(pj, fj, data["X"], data["where"])
+
+    tile_diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(ours_fwd()),
+                                                                   jax.tree.leaves(ours_fwd_whole())))
 
     def ref():
         t = time.perf_counter()
@@ -814,7 +806,7 @@ def section_ntk(report, peaks, rounds, quick):
             best[nt] = ref()
     nt_ref = min(best, key=best.get)
     for _ in range(2):
-        ours(), ours_fwd(), ours_fwd_whole()
+        ours(), jax.block_until_ready((ours_fwd(), ours_fwd_whole()))
     A = np.random.RandomState(1).standard_normal((2048, 2048)).astype(np.float32)
     Aj = jnp.asarray(A)
     mm = jax.jit(lambda a, b: a @ b)
@@ -824,7 +816,7 @@ def section_ntk(report, peaks, rounds, quick):
         t_ours.append(np.median([ours() for _ in range(3)]))
         for t, f, run in ((t_fwd, f_fwd, ours_fwd), (t_whole, f_whole, ours_fwd_whole)):
             faults = minor_faults()
-            t.append(np.median([run() for _ in range(3)]))
+            t.append(timed(run, 3))
             f.append((minor_faults() - faults) / 3)
         with blas_threads(nt_ref):
             settle(ref)

@@ -18,8 +18,8 @@ from ._base import (
     check_targets,
     standardize_targets,
 )
-from ._ragged import COARSE, check_ragged, make_buckets
-from ._training import device_buckets, fit_loop
+from ._ragged import COARSE, check_ragged
+from ._training import fit_loop, training_data
 from .kernels.attention import prefix_to_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
@@ -442,7 +442,7 @@ validation_fraction, random_state, verbose, warm_start
             params = {k: v.copy() for k, v in self.params_.items()}
         fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
         loop = dict(
-            data=device_buckets(make_buckets(samples, self._bucket_growth), Y),
+            data=training_data(samples, Y, self._pack, self._bucket_growth),
             batch_size=self._auto_batch_size(len(samples)),
             random_state=rng,
             verbose=self.verbose,
