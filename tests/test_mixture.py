@@ -1,0 +1,151 @@
+"""The empirical-Bayes start (a Gaussian mixture over the rows) and the signal structures."""
+
+import numpy as np
+import pytest
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor
+from skdiagatt._mixture import signal_mixture
+from skdiagatt._whitening import preconditioner
+from skdiagatt.bayes import bayes_localize, bayes_predict
+from skdiagatt.datasets import (
+    SIGNAL_STRUCTURES,
+    make_individualized_classification,
+    make_individualized_regression,
+    make_structured_regression,
+)
+from skdiagatt.metrics import crlr, rmse
+
+FAST = dict(max_iter=4, calibration_iter=2, random_state=0)
+
+
+def _mixture_rows(X, n_components=1, seed=0):
+    """The rows each component of the mixture fitted on ``X`` ranks first, per sample."""
+    c, S = preconditioner(X, True)
+    A, a = signal_mixture(X, c, S, n_components, random_state=np.random.RandomState(seed))
+    out = []
+    for x in X:
+        z = c * np.asarray(x, float) @ S
+        scores = np.stack([np.sum((z @ Ak) * z, axis=1) + z @ ak for Ak, ak in zip(A, a)])
+        out.append(scores.argmax(axis=1))
+    return np.stack(out), A, a
+
+
+def test_mixture_alone_localizes_like_bayes_without_targets():
+    X, _, rows, truth = make_individualized_regression(300, n_rows=30, n_features=8, random_state=0)
+    found, _, _ = _mixture_rows(X)
+    assert crlr(rows, found) >= crlr(rows, bayes_localize(X, truth)) - 0.03
+
+
+@pytest.mark.parametrize("structure", SIGNAL_STRUCTURES)
+def test_mixture_finds_the_signal_of_other_structures(structure):
+    X, _, rows, truth = make_structured_regression(400, structure, n_rows=30, n_features=8,
+                                                   random_state=1)
+    found, _, _ = _mixture_rows(X)
+    assert crlr(rows, found) >= crlr(rows, bayes_localize(X, truth)) - 0.08
+
+
+def test_mixture_of_the_isotropic_signal_is_isotropic():
+    # Signal N(0, 2 I) against N(0, I): the log-likelihood ratio is |z|^2 / 4.
+    rng = np.random.RandomState(0)
+    X = [rng.standard_normal((20, 5)) for _ in range(500)]
+    for x in X:
+        x[rng.randint(20)] *= np.sqrt(2.0)
+    _, A, a = _mixture_rows(X)
+    assert np.allclose(A[0], 0.25 * np.eye(5), atol=0.06)
+    assert np.abs(a).max() < 0.2
+
+
+def test_mixture_is_reproducible_and_draws_at_most_max_samples():
+    X, _, _, _ = make_individualized_regression(60, n_rows=10, n_features=4, random_state=0)
+    c, S = preconditioner(X, True)
+    one = signal_mixture(X, c, S, max_samples=20, random_state=np.random.RandomState(3))
+    two = signal_mixture(X, c, S, max_samples=20, random_state=np.random.RandomState(3))
+    assert all(np.array_equal(u, v) for u, v in zip(one, two))
+    other = signal_mixture(X, c, S, max_samples=20, random_state=np.random.RandomState(4))
+    assert not np.array_equal(one[0], other[0])
+
+
+def test_quadratic_scores_start_without_a_linear_term():
+    X, _, _, _ = make_individualized_regression(80, n_rows=10, n_features=4, random_state=0)
+    c, S = preconditioner(X, True)
+    _, a = signal_mixture(X, c, S, affine=False)
+    assert not a.any()
+
+
+def test_default_start_localizes_at_small_n_where_uniform_start_does_not():
+    X, y, rows, truth = make_individualized_regression(600, n_rows=40, n_features=20,
+                                                       random_state=0)
+    tr, te = slice(0, 200), slice(200, None)
+    est = DiagAttRegressor(random_state=0).fit(X[tr], y[tr])
+    zeros = DiagAttRegressor(init="zeros", random_state=0).fit(X[tr], y[tr])
+    bayes = crlr(rows[te], bayes_localize(X[te], truth))
+    assert crlr(rows[te], est.localize(X[te])) >= bayes - 0.05
+    assert crlr(rows[te], zeros.localize(X[te])) < bayes - 0.05
+    assert rmse(y[te], est.predict(X[te])) <= 1.6 * rmse(y[te], bayes_predict(X[te], truth))
+
+
+def test_classifier_start_localizes_at_small_n():
+    X, y, rows, _ = make_individualized_classification(500, n_rows=40, n_features=20,
+                                                       random_state=0)
+    clf = DiagAttClassifier(random_state=0).fit(X[:200], y[:200])
+    assert crlr(rows[200:], clf.localize(X[200:])) >= 0.95
+    assert np.mean(clf.predict(X[200:]) == y[200:]) >= 0.95
+
+
+@pytest.mark.parametrize("kw", [dict(rank=3), dict(rank=3, symmetric=False),
+                                dict(score_form="quadratic"), dict(init="mixture", n_heads=2)])
+def test_start_serves_every_parameterization(kw):
+    X, y, rows, _ = make_individualized_regression(120, n_rows=12, n_features=5, random_state=0)
+    est = DiagAttRegressor(**kw, **FAST).fit(X, y)
+    assert np.isfinite(est.predict(X)).all()
+
+
+def test_penalty_shrinks_towards_the_start():
+    # A huge alpha keeps the score parameters where the start put them.
+    X, y, _, _ = make_individualized_regression(100, n_rows=12, n_features=5, random_state=0)
+    c, S = preconditioner(X, True)
+    A, a = signal_mixture(X, c, S, random_state=np.random.RandomState(0))
+    est = DiagAttRegressor(alpha=1e4, max_iter=3, calibration_iter=0, random_state=0).fit(X, y)
+    start = DiagAttRegressor(random_state=0)._start(
+        {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)}, X, c, S,
+        np.random.RandomState(0))
+    # Adam's steps leave a jitter of about the step size around the minimum.
+    assert np.abs(start["W"]).max() > 0.5
+    assert np.allclose(est.params_["W"], start["W"], atol=0.01)
+    zeros = DiagAttRegressor(init="zeros", alpha=1e4, max_iter=3, calibration_iter=0,
+                             random_state=0).fit(X, y)
+    assert np.abs(zeros.params_["W"]).max() < 0.01
+
+
+def test_several_heads_start_uniform_by_default():
+    X, y, _, _ = make_individualized_regression(60, n_rows=8, n_features=4, n_signal=2,
+                                                random_state=0)
+    auto = DiagAttRegressor(n_heads=2, **FAST).fit(X, y)
+    zeros = DiagAttRegressor(n_heads=2, init="zeros", **FAST).fit(X, y)
+    assert np.array_equal(auto.params_["W"], zeros.params_["W"])
+
+
+def test_bad_init_is_rejected():
+    X, y, _, _ = make_individualized_regression(20, n_rows=5, n_features=3, random_state=0)
+    with pytest.raises(ValueError, match="init must be"):
+        DiagAttRegressor(init="random").fit(X, y)
+
+
+@pytest.mark.parametrize("structure", SIGNAL_STRUCTURES)
+def test_structured_data_and_its_bayes_references(structure):
+    X, y, rows, truth = make_structured_regression(300, structure, n_rows=(10, 20), n_features=6,
+                                                   random_state=0)
+    assert len(X) == 300 and rows.shape == (300, 1) and truth.structure == structure
+    assert all(x.shape[1] == 6 for x in X)
+    assert crlr(rows, bayes_localize(X, truth)) > 0.6
+    assert rmse(y, bayes_predict(X, truth)) < y.std()
+    again = make_structured_regression(300, structure, n_rows=(10, 20), n_features=6, random_state=0)
+    assert np.array_equal(again[1], y)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(structure="wave"), "structure must be"),
+                                       (dict(n_directions=0), "n_directions"),
+                                       (dict(spread=0.0), "spread")])
+def test_structured_regression_rejects_bad_settings(kw, match):
+    with pytest.raises(ValueError, match=match):
+        make_structured_regression(10, **kw)
