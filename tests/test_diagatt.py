@@ -312,14 +312,15 @@ def test_classifier_learns_on_easy_data():
 
 
 def test_affine_score_tells_opposite_means_apart():
-    """Signal rows ~ N(-mu, Sigma) among N(mu, Sigma): the quadratic form is even in x.
+    """Signal rows ~ N(-mu, Sigma) among N(mu, Sigma): the quadratic form is even in x,
+    so both kinds of row have the same distribution of quadratic scores.
 
     The log-likelihood ratio is linear here, so ``score_form="quadratic"`` is
     at chance while the affine score localizes.
     """
     from skdiagatt.datasets import make_individualized_regression
 
-    X, y, rows, _ = make_individualized_regression(700, n_rows=8, n_features=5, signal=((-1.5, 1.0),),
+    X, y, rows, _ = make_individualized_regression(700, n_rows=8, n_features=5, signal=((-1.0, 1.0),),
                                                    random_state=3)
     tr, te = slice(0, 500), slice(500, None)
     kw = dict(max_iter=15, random_state=0)
@@ -374,7 +375,7 @@ def test_value_refit_with_uniform_attention_is_logistic_regression_on_mean_poole
 
     X, y = _mean_pooled_problem()
     av = 0.02
-    clf = DiagAttClassifier(temperature=1e9, objective="attention", value_refit=True,
+    clf = DiagAttClassifier(temperature=1e9, init="zeros", objective="attention", value_refit=True,
                             alpha_value=av, max_iter=2, random_state=0).fit(X, y)
     H = np.array([clf.input_scale_ * x.mean(0) @ clf.preconditioner_ for x in X])
     # scikit-learn minimises C sum(loss) + ||w||^2 / 2, ours mean(loss) + av ||V||^2.
