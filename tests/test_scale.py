@@ -447,6 +447,46 @@ def test_compiled_programs_are_released_near_the_map_limit(data):
     np.testing.assert_array_equal(refit.predict(X), before)
 
 
+_LAZY_LISTENER = textwrap.dedent(
+    """
+    import jax.monitoring
+    calls = []
+    register = jax.monitoring.register_event_duration_secs_listener
+    jax.monitoring.register_event_duration_secs_listener = lambda f: (calls.append(f), register(f))
+    import skdiagatt, skdiagatt._testing
+    imported = len(calls)
+    skdiagatt._testing.compile_count()
+    skdiagatt._testing.compile_count()
+    print("RESULT", imported, len(calls))
+    """
+)
+
+
+def test_importing_registers_no_listener_and_counting_registers_one():
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", _LAZY_LISTENER], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
+    assert line.split()[1:] == ["0", "1"]
+
+
+def test_a_layout_is_frozen_and_used_only_inside_its_block():
+    import dataclasses
+
+    from skdiagatt._testing import Layout, current_layout, use_layout
+
+    default = current_layout()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        default.run_steps = 1
+    with use_layout(Layout(run_steps=1)) as inner:
+        assert current_layout() is inner and inner.run_steps == 1
+    assert current_layout() is default
+    with pytest.raises(TypeError, match="Layout"):
+        with use_layout({"run_steps": 1}):
+            pass
+
+
 # ------------------------------------------------------- beyond one device
 _TWO_DEVICES = textwrap.dedent(
     """
