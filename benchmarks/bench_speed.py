@@ -42,23 +42,22 @@ from common import DATA, DOCS, load, machine, peak_round, save  # noqa: E402
 
 
 def measure(args):
-    """Every section in order, each into its own report; returns ``{name: report}``."""
+    """Every section in order, each part's JSON written to ``args.data`` as soon as it is measured."""
     rounds = args.rounds or (4 if args.quick else 12)
     start, loads = time.perf_counter(), [load()]
-    parts = {name: {} for name in ("diagatt", "ntk", "scaling", "fresh")}
     peaks = []
-    print(f"load {load():.2f}; DiagAtt step, fit and predict ...", flush=True)
-    measure_diagatt.measure(parts["diagatt"], peaks, rounds, args.quick)
-    loads.append(load())
-    print(f"load {load():.2f}; NTK ...", flush=True)
-    measure_ntk.section_ntk(parts["ntk"], peaks, rounds, args.quick)
-    loads.append(load())
-    print(f"load {load():.2f}; scaling ...", flush=True)
-    measure_scaling.measure(parts["scaling"], args.quick)
-    loads.append(load())
-    print(f"load {load():.2f}; fresh processes ...", flush=True)
-    measure_fresh.section_fresh_processes(parts["fresh"], args.quick)
-    loads.append(load())
+    sections = [
+        ("diagatt", "DiagAtt step, fit and predict", lambda r: measure_diagatt.measure(r, peaks, rounds, args.quick)),
+        ("ntk", "NTK", lambda r: measure_ntk.section_ntk(r, peaks, rounds, args.quick)),
+        ("scaling", "scaling", lambda r: measure_scaling.measure(r, args.quick)),
+        ("fresh", "fresh processes", lambda r: measure_fresh.section_fresh_processes(r, args.quick)),
+    ]
+    for name, title, run in sections:
+        print(f"load {load():.2f}; {title} ...", flush=True)
+        report = {}
+        run(report)
+        save(report, os.path.join(args.data, f"{name}.json"))
+        loads.append(load())
     A = np.random.RandomState(1).standard_normal((2048, 2048)).astype(np.float32)
     Aj = jnp.asarray(A)
     mm = jax.jit(lambda a, b: a @ b)
@@ -67,9 +66,9 @@ def measure(args):
     peaks += [peak_round(A, Aj, mm) for _ in range(3)]
     loads.append(load())
     command = "python benchmarks/bench_speed.py" + (" --quick" if args.quick else "")
-    parts["run"] = dict(peaks=peaks, load=[loads[0], load()], loads=loads, wall=time.perf_counter() - start,
-                        machine=machine(), command=command)
-    return parts
+    run_info = dict(peaks=peaks, load=[loads[0], load()], loads=loads, wall=time.perf_counter() - start,
+                    machine=machine(), command=command)
+    save(run_info, os.path.join(args.data, "run.json"))
 
 
 def main(argv=None):
@@ -79,8 +78,7 @@ def main(argv=None):
     parser.add_argument("--data", default=DATA, help="where the measurements' JSON files go")
     parser.add_argument("--out", default=os.path.join(DOCS, "performance.md"))
     args = parser.parse_args(argv)
-    for name, report in measure(args).items():
-        save(report, os.path.join(args.data, f"{name}.json"))
+    measure(args)
     return render.main(["--data", args.data, "--out", args.out])
 
 
