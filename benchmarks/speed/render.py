@@ -132,9 +132,6 @@ def main(argv=None):
     print(f"wrote {args.out} and {png}")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def plot(report, path):
     import matplotlib
@@ -381,7 +378,7 @@ def _ntk(w, report):
       "XLA plans for the forward, tiled / untiled: "
       + "; ".join(f"{Bt} samples ({Bt * ntk['L']} rows) {ntk['temps'][(Bt, True)] / 2**20:.0f} / "
                   f"{ntk['temps'][(Bt, False)] / 2**20:.0f} MiB" for Bt in sorted({b for b, _ in ntk['temps']}))
-      + f" (the larger: a chunk of `predict`). In the same rounds the tiled forward was {ntk['ratio_whole']:.2f}x "
+      + f" (the larger: a prediction group of `predict`). In the same rounds the tiled forward was {ntk['ratio_whole']:.2f}x "
       f"as fast (median of per-round ratios), with {ntk['faults_fwd']:.0f} minor page faults per call against "
       f"{ntk['faults_whole']:.0f} (`getrusage`): the untiled temporaries are mapped afresh at every call and "
       "their pages faulted in again. The outputs of the two forms differ by at most "
@@ -530,3 +527,7 @@ def write_fresh(w, fresh):
       "run the same process on the other one). Within a process, a second fit of the same shapes compiles "
       "nothing.")
     w("")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
