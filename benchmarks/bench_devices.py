@@ -4,7 +4,7 @@
     JAX_PLATFORMS=cuda,cpu python benchmarks/bench_devices.py   # a GPU machine: the GPU and its CPU
 
 The library has no device-specific code path: ``JAX_PLATFORMS`` (or
-``jax.default_device`` with :func:`skdiagatt._training.use_devices`) decides
+``jax.default_device`` with ``skdiagatt._testing.use_devices``) decides
 where it runs.  This script runs each workload once per backend of the
 process, inside ``jax.default_device(dev)`` and ``use_devices([dev])``, and
 prints, side by side:
@@ -35,17 +35,21 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_speed import DOCS, RUN_STEPS, consecutive_steps, diagatt_flops, diagatt_step_inputs  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "speed"))
+from common import DOCS, RUN_STEPS  # noqa: E402
+from measure_diagatt import consecutive_steps, diagatt_step_inputs  # noqa: E402
+from reference import diagatt_flops  # noqa: E402
 
 import skdiagatt  # noqa: E402
-from skdiagatt import DiagAttRegressor, NTKPrefixRegressor  # noqa: E402
-from skdiagatt import _training  # noqa: E402
+from skdiagatt import (  # noqa: E402
+    DiagAttRegressor,
+    NTKPrefixRegressor,
+    _testing,  # noqa: E402
+)
 from skdiagatt.datasets import make_individualized_regression  # noqa: E402
 from skdiagatt.kernels.attention import ntk_attention, prefix_to_state  # noqa: E402
 
@@ -76,15 +80,15 @@ def step_time(X, y, reps):
     rng = np.random.RandomState(0)
     samples, _, params, frozen, data = diagatt_step_inputs(X, y, rng)
     d = samples[0].shape[1]
-    place = _training._placement()
+    place = _testing.placement()
     pj, fj = place.put(jax.tree.map(jnp.asarray, params)), place.put(jax.tree.map(jnp.asarray, frozen))
-    opt = _training._init_opt_state(pj)
+    opt = _testing.init_opt_state(pj)
     w = np.ones(B, np.float32)
     runs = [rng.permutation(n)[:B].astype(np.int32) for _ in range(RUN_STEPS)]
-    n_chunks = _training._n_chunks(B, data["X"].shape[1])
+    n_slices = _testing.bucket_slices(B, data["X"].shape[1])
 
     def run():
-        return consecutive_steps(_training._train_steps, pj, opt, fj, data, runs, w, np.float32(0.01), n_chunks)
+        return consecutive_steps(_testing.train_steps, pj, opt, fj, data, runs, w, np.float32(0.01), n_slices)
 
     run()
     t = min(run() for _ in range(reps))
@@ -155,7 +159,7 @@ def ntk_log2_m(quick):
 
 def run_backend(dev, X, y, Xp, reps, quick):
     out = {}
-    with jax.default_device(dev), _training.use_devices([dev]):
+    with jax.default_device(dev), _testing.use_devices([dev]):
         out["step"], out["step_gflops"] = step_time(X, y, reps)
         kw = dict(random_state=0, max_iter=4 if quick else 20, calibration_iter=1 if quick else 5)
         t = time.perf_counter()

@@ -12,9 +12,9 @@ import platform
 import sys
 import time
 
+import jax
 import numpy as np
 
-import jax
 import skdiagatt
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt.bayes import bayes_localize, bayes_predict, bayes_predict_proba

@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.base import clone
 
 from skdiagatt import NTKPrefixRegressor
-from skdiagatt._ragged import make_buckets
+from skdiagatt._testing import make_buckets
 from skdiagatt.baselines.prefix_tuning import PrefixTuningRegressor
 from skdiagatt.kernels.attention import prefix_attention
 

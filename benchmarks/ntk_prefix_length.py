@@ -716,9 +716,9 @@ def kernel_section(rows, alt):
 def verdict_section(bar):
     cell = lambda key: f"{'PASS' if bar[key][0] else 'FAIL'} ({bar[key][1]})"  # noqa: E731
     table = [
-        ("per entry, \|phi(q).phi(k) - e^t\| / e^t, mean over pairs", "ent_below", "ent_mean_falls"),
+        (r"per entry, \|phi(q).phi(k) - e^t\| / e^t, mean over pairs", "ent_below", "ent_mean_falls"),
         ("per entry, max over pairs", "ent_below", "ent_max_falls"),
-        ("sum_r \|e~_r - e_r\| / sum_r e_r (no cancellation)", "abs_below", "abs_falls"),
+        (r"sum_r \|e~_r - e_r\| / sum_r e_r (no cancellation)", "abs_below", "abs_falls"),
         ("denominator phi(q) k vs sum_r e_r", "den_below", "den_falls"),
         ("numerator phi(q) Z vs sum_r e_r v_r", "num_below", "num_falls"),
         ("output T vs exact prefix attention", "output_below", "rel_falls"),
@@ -782,7 +782,7 @@ def write_report(rows, checks, args, wall, out_dir, command, load, alt=None, bar
         "",
         f"- d = {D}, L = {L}, one head (d_h = d_v = d), {args.n_samples} test inputs X (B x L x d), "
         f"seed {args.seed}; m = 2^1 ... 2^{args.max_log2m}.",
-        f"- X and prefix rows ~ N(0, I_d); W_Q, W_K, W_V entries ~ N(0, 0.25/d), so q . k / sqrt(d) has "
+        "- X and prefix rows ~ N(0, I_d); W_Q, W_K, W_V entries ~ N(0, 0.25/d), so q . k / sqrt(d) has "
         "standard deviation ~0.25 (the paper's N(0, 1) weights give scores of size ~sqrt(d) = 8, far outside "
         "any Taylor regime).",
         "- Prefixes are nested: P[:m] of one 2^max x d draw, so the state (Z, k) of Eq. 4 is accumulated "

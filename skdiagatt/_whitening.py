@@ -10,9 +10,8 @@ def second_moment(samples):
 
     The sum runs with BLAS on one thread: for these small products that is as
     fast, and it does not collapse when other processes load the machine
-    (multithreaded OpenBLAS then spins on its barriers; measured 10-50x
-    slower, 60 s instead of 0.5 s for 9000 samples of 100 x 70).  The order of
-    the sum is unchanged, so the result is bit-identical.
+    (multithreaded OpenBLAS then spins on its barriers).  The order of the
+    sum is unchanged, so the result is bit-identical.
     """
     from threadpoolctl import threadpool_limits
 

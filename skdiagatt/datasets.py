@@ -7,7 +7,13 @@ scaled Gaussians and carry the response.  The generators return the truth
 and the Bayes references computed.
 """
 
+import bz2 as _bz2
+import csv as _csv
+import functools as _functools
+import gzip as _gzip
+import importlib.util as _importlib_util
 import numbers
+from pathlib import Path as _Path
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
@@ -214,13 +220,6 @@ def make_individualized_classification(
 # Real data: Rotten Tomatoes snippets and cluttered digit canvases.
 # Nothing is downloaded: the files come from installed packages, found by
 # path (the packages are never imported).
-
-import bz2 as _bz2
-import csv as _csv
-import functools as _functools
-import gzip as _gzip
-import importlib.util as _importlib_util
-from pathlib import Path as _Path
 
 __all__ += ["load_rotten_tomatoes", "make_cluttered_digits"]
 

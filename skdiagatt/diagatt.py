@@ -8,14 +8,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
     MatrixSampleEstimator,
-    check_targets,
-    chunk_factory,
     _check_positive_float,
     _check_positive_int,
     check_finite_output,
+    check_targets,
+    chunk_factory,
 )
-from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged
+from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._training import fit_loop, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
 from ._mixture import MAX_SAMPLES, signal_mixture

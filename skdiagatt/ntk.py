@@ -11,11 +11,11 @@ from sklearn.utils import check_random_state
 
 from ._base import (
     MatrixSampleEstimator,
-    chunk_factory,
     _check_positive_float,
     _check_positive_int,
     check_finite_output,
     check_targets,
+    chunk_factory,
     standardize_targets,
 )
 from ._ragged import COARSE, check_ragged

@@ -10,6 +10,7 @@ from sklearn.linear_model import Lasso
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
+from skdiagatt._ragged import COARSE, FINE
 from skdiagatt.baselines import (
     GroupLassoClassifier,
     GroupLassoRegressor,
@@ -19,7 +20,6 @@ from skdiagatt.baselines import (
     TwoStepClassifier,
     TwoStepRegressor,
 )
-from skdiagatt._ragged import COARSE, FINE
 from skdiagatt.baselines import _group_lasso_solver as gl
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import crlr, rmse

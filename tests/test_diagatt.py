@@ -11,8 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import estimator_checks
 
-from skdiagatt import DiagAttClassifier, DiagAttRegressor
-from skdiagatt import _training
+from skdiagatt import DiagAttClassifier, DiagAttRegressor, _testing
 from skdiagatt.diagatt import _linear_predictor
 from skdiagatt.metrics import crlr
 from tests.conftest import DATA_FREE_CHECKS
@@ -455,26 +454,25 @@ def test_second_fit_on_same_buckets_compiles_nothing(reg_data):
     # New data, same bucket lengths and sample counts as the first fit.
     X2 = [x + 0.1 * rng.randn(*x.shape) for x in X]
     DiagAttRegressor(**FAST).fit(X, y).predict(X)
-    steps, fwd = _training._train_steps._cache_size(), _linear_predictor._cache_size()
+    steps, fwd = _testing.train_steps._cache_size(), _linear_predictor._cache_size()
     DiagAttRegressor(**FAST).fit(X2, y[::-1].copy()).predict(X2)
-    assert _training._train_steps._cache_size() == steps
+    assert _testing.train_steps._cache_size() == steps
     assert _linear_predictor._cache_size() == fwd
 
 
-def test_more_steps_per_epoch_on_the_same_shapes_compile_nothing(monkeypatch):
+def test_more_steps_per_epoch_on_the_same_shapes_compile_nothing():
     # 260 and 280 samples are both stored as 288 (round_count), so the step
     # programs are the same; only the number of steps per epoch differs (17
     # and 18 with batches of 16).  Nothing else may compile (the epoch's losses
     # were once stacked on the device: one program per number of steps).
-    monkeypatch.setattr(_training, "_CHECK_EVERY", 10**9)  # keep the compile counter running
     rng = np.random.RandomState(0)
     X = rng.randn(280, 6, 3)
     y = X[:, 0, 0] + 0.1 * rng.randn(280)
     kw = dict(FAST, batch_size=16)
     DiagAttRegressor(**kw).fit(X[:260], y[:260])
-    before = _training._COMPILES[0]
+    before = _testing.compile_count()
     DiagAttRegressor(**kw).fit(X, y)
-    assert _training._COMPILES[0] == before
+    assert _testing.compile_count() == before
 
 
 def test_query_key_and_linear_score_match_attention(fitted_reg, reg_data):

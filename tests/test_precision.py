@@ -17,9 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor, _training
+from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
 from skdiagatt import diagatt as diagatt_module
 from skdiagatt import ntk as ntk_module
+from skdiagatt._training import step as training_step
 from skdiagatt.baselines import PrefixTuningRegressor, StdAttClassifier, StdAttRegressor
 from skdiagatt.baselines import stdatt as stdatt_module
 from skdiagatt.datasets import make_individualized_regression
@@ -30,8 +31,8 @@ HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
 # The compiled programs the estimators call, by module and attribute name;
 # their arguments are recorded during a fit and a prediction.
 PROGRAMS = [
-    (_training, "_train_steps", 8),  # arrays first, then loss_fn, config, n_chunks
-    (_training, "_eval_step", 5),
+    (training_step, "train_steps", 8),  # arrays first, then loss_fn, config, n_slices
+    (training_step, "eval_step", 5),
     (diagatt_module, "_linear_predictor", None),
     (diagatt_module, "_weights", None),
     (diagatt_module, "_pooled", None),
@@ -101,7 +102,7 @@ def test_every_compiled_product_asks_for_float32(est, monkeypatch):
     for method in ("localize", "row_contributions"):
         if hasattr(est, method):
             getattr(est, method)(X[:5])
-    assert ("skdiagatt._training", "_train_steps") in calls
+    assert ("skdiagatt._training.step", "train_steps") in calls
     for key, (fn, args, kwargs, n_arrays) in calls.items():
         precisions = traced_precisions(fn, args, kwargs, n_arrays)
         assert precisions, f"{key}: no matrix product traced"

@@ -43,8 +43,14 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor  # noqa: E402
-from skdiagatt import _base, _training  # noqa: E402
+from skdiagatt import (  # noqa: E402
+    DiagAttClassifier,
+    DiagAttRegressor,
+    NTKPrefixRegressor,
+    _base,  # noqa: E402
+)
+from skdiagatt._testing import Layout, use_layout  # noqa: E402
+from skdiagatt._training import step as training_step  # noqa: E402
 
 try:  # competitors are optional here: another part of the project
     from skdiagatt import baselines as _baselines
@@ -811,7 +817,7 @@ class _Injected(RuntimeError):
     pass
 
 
-_ORIGINAL_STEP = _training._train_steps
+_ORIGINAL_STEP = training_step.train_steps
 
 
 def _flaky_step(fail_at, exc, counter):
@@ -840,21 +846,21 @@ def test_failure_mid_fit_keeps_the_previous_model(spec, fitted, exc, monkeypatch
     est = pickle.loads(pickle.dumps(est0))
     state, outputs = _snapshot(spec, est, data)
     counter = [0]
-    monkeypatch.setattr(_training, "_RUN_STEPS", 1)  # a call per step: fail inside an epoch
-    monkeypatch.setattr(_training, "_train_steps", _flaky_step(None, exc, counter))
-    _fit(spec, data)  # count the steps of one fit
-    total = counter[0]
-    assert total >= 4
-    for fail_at in (2, total):  # mid-epoch in the first epoch; last step of the last phase
-        for warm in (False, True):
-            counter[0] = 0
-            monkeypatch.setattr(_training, "_train_steps", _flaky_step(fail_at, exc, counter))
-            est.set_params(warm_start=warm)
-            with pytest.raises(exc, match="injected"):
-                est.fit(data["X"], data["y"])
-            after_state, after_outputs = _snapshot(spec, est, data)
-            assert after_state == state
-            _same_outputs(outputs, after_outputs)
+    with use_layout(Layout(run_steps=1)):  # a call per step: fail inside an epoch
+        monkeypatch.setattr(training_step, "train_steps", _flaky_step(None, exc, counter))
+        _fit(spec, data)  # count the steps of one fit
+        total = counter[0]
+        assert total >= 4
+        for fail_at in (2, total):  # mid-epoch in the first epoch; last step of the last phase
+            for warm in (False, True):
+                counter[0] = 0
+                monkeypatch.setattr(training_step, "train_steps", _flaky_step(fail_at, exc, counter))
+                est.set_params(warm_start=warm)
+                with pytest.raises(exc, match="injected"):
+                    est.fit(data["X"], data["y"])
+                after_state, after_outputs = _snapshot(spec, est, data)
+                assert after_state == state
+                _same_outputs(outputs, after_outputs)
     monkeypatch.undo()
     resumed = est.set_params(warm_start=True).fit(data["X"], data["y"])
     reference = pickle.loads(pickle.dumps(est0)).set_params(warm_start=True).fit(data["X"], data["y"])

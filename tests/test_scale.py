@@ -145,21 +145,21 @@ def test_classifier_partial_fit_with_classes():
 
 # --------------------------------------------- minibatches: filler and slices
 def test_minibatches_have_little_filler_and_every_slice_a_real_sample():
-    from skdiagatt._training import _batches
+    from skdiagatt._testing import plan_minibatches
 
     rng = np.random.RandomState(0)
     for _ in range(40):
         m, length, n_dev = int(rng.randint(1, 3000)), int(rng.choice([1, 7, 104, 448, 5000])), int(rng.choice([1, 2]))
         drawn = []
-        for _, idx, w, n_chunks in _batches([({"X": np.empty((m, length, 0))}, m)], 256, rng, n_dev):
+        for _, idx, w, n_slices in plan_minibatches([({"X": np.empty((m, length, 0))}, m)], 256, rng, n_dev):
             real = int(w.sum())
-            assert idx.size % (n_chunks * n_dev) == 0
+            assert idx.size % (n_slices * n_dev) == 0
             if m <= 256:  # one minibatch, filler at most about 1/8
-                assert idx.size <= m + max(m // 8, 4 * n_chunks * n_dev)
+                assert idx.size <= m + max(m // 8, 4 * n_slices * n_dev)
             else:  # the width of a full minibatch, whatever the count
                 assert idx.size == 256
-            assert real * length <= n_chunks * (1 << 15) or 2 * n_chunks > real
-            assert np.all(w.reshape(-1, n_chunks).sum(axis=0) > 0)  # each slice idx[c::n_chunks]
+            assert real * length <= n_slices * (1 << 15) or 2 * n_slices > real
+            assert np.all(w.reshape(-1, n_slices).sum(axis=0) > 0)  # each slice idx[c::n_slices]
             drawn.append(idx[:real])
         assert np.array_equal(np.sort(np.concatenate(drawn)), np.arange(m))
 
@@ -200,21 +200,21 @@ def _packed_inputs(ragged, rng):
     return data, params, frozen
 
 
-def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
-    from skdiagatt import _training
+def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
     from skdiagatt._ragged import make_blocks
-    from skdiagatt._training import PackedData, _packed_batches, steps_per_epoch
+    from skdiagatt._testing import Layout, PackedData, plan_minibatches
+    from skdiagatt._training import steps_per_epoch
 
     rng = np.random.RandomState(0)
     sliced = 0
     for _ in range(30):
         n, n_dev, C = int(rng.randint(1, 900)), int(rng.choice([1, 2])), int(rng.choice([1, 2, 3]))
-        monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", int(rng.choice([64, 300, 1 << 14])))
+        layout = Layout(packed_slice_rows=int(rng.choice([64, 300, 1 << 14])))
         lengths = np.maximum(1, rng.lognormal(2.5, 1.0, n).astype(int))
         blocks = make_blocks([np.empty((p, 0), np.float32) for p in lengths], C)
         K = blocks.X.shape[0] + int(rng.randint(0, 3))  # capacity rounded up
         data = PackedData(arrays={"X": np.empty((K, C, 0))}, first=blocks.first)
-        batches = _packed_batches(data, 64, rng, n_dev)
+        batches = plan_minibatches(data, 64, rng, n_dev, layout)
         assert len(batches) == -(-n // 64)
         if len(set(lengths.tolist())) > 8:  # several bucket lengths: what fit_chunks schedules
             assert steps_per_epoch(lengths, 64, pack=True) == len(batches)
@@ -225,8 +225,9 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
             real, width = int(w.sum()), idx["idx"].size
             assert width == (64 if n > 64 else width) and width % (nc * n_dev) == 0
             assert idx["blocks"].size % (nc * n_dev) == 0
-            # At most _PACKED_CHUNK_ROWS rows a slice unless every slice holds one sample.
-            assert np.sum(np.diff(blocks.first)[idx["idx"][w > 0]]) * C <= nc * _training._PACKED_CHUNK_ROWS or 2 * nc > real
+            # At most packed_slice_rows rows a slice unless every slice holds one sample.
+            rows = np.sum(np.diff(blocks.first)[idx["idx"][w > 0]]) * C
+            assert rows <= nc * layout.packed_slice_rows or 2 * nc > real
             sliced += nc > 1
             for c in range(nc):  # slice c: samples idx[c::nc], blocks at c::nc, seg its own slots
                 own_idx, own_w = idx["idx"][c::nc], w[c::nc]
@@ -245,17 +246,17 @@ def test_packed_minibatches_hold_every_sample_once_with_its_blocks(monkeypatch):
 
 
 @pytest.mark.parametrize("which", ["one bucket", "packed", "NTK in buckets"])
-def test_runs_of_steps_per_call_give_the_fit_of_one_step_per_call(data, ragged, which, monkeypatch):
-    """fit runs up to ``_RUN_STEPS`` consecutive minibatches of a bucket in one call; how many
+def test_runs_of_steps_per_call_give_the_fit_of_one_step_per_call(data, ragged, which):
+    """fit runs up to ``Layout.run_steps`` consecutive minibatches of a bucket in one call; how many
     changes nothing, bit for bit (5-6 steps per epoch: runs of 1, and of 3 then 2 or 3)."""
-    from skdiagatt import _training
+    from skdiagatt._testing import Layout, use_layout
 
     X, y = data if which == "one bucket" else ragged
     make = (lambda: NTKPrefixRegressor(**NTK_FAST)) if which.startswith("NTK") else (lambda: DiagAttRegressor(**FAST))
     fits = {}
     for run in (1, 3):
-        monkeypatch.setattr(_training, "_RUN_STEPS", run)
-        fits[run] = make().fit(X, y)
+        with use_layout(Layout(run_steps=run)):
+            fits[run] = make().fit(X, y)
     ref = fits.pop(1)
     for run, est in fits.items():
         assert est.loss_curve_ == ref.loss_curve_, run
@@ -263,31 +264,31 @@ def test_runs_of_steps_per_call_give_the_fit_of_one_step_per_call(data, ragged, 
             np.testing.assert_array_equal(est.params_[k], ref.params_[k], err_msg=f"{k}, runs of {run}")
 
 
-def _one_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_chunks):
-    """One Adam step as fit runs it: a run of one minibatch (``_training._train_steps``)."""
-    from skdiagatt import _training
+def _one_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_slices):
+    """One Adam step as fit runs it: a run of one minibatch (``_testing.train_steps``)."""
+    from skdiagatt import _testing
 
-    idx1, w1 = _training._stacked([(data, idx, w, n_chunks)], 1)
-    p, s, losses = _training._train_steps(params, opt_state, frozen, data, idx1, w1, np.asarray([lr]),
-                                          np.int32(1), loss_fn, config, n_chunks)
+    idx1, w1 = _testing.stacked([_testing.Minibatch(data, idx, w, n_slices)], 1)
+    p, s, losses = _testing.train_steps(params, opt_state, frozen, data, idx1, w1, np.asarray([lr]),
+                                        np.int32(1), loss_fn, config, n_slices)
     return p, s, losses[0]
 
 
-def test_a_sliced_packed_step_is_the_whole_step(ragged, monkeypatch):
+def test_a_sliced_packed_step_is_the_whole_step(ragged):
     import jax
     import jax.numpy as jnp
 
-    from skdiagatt import _training
+    from skdiagatt import _testing
     from skdiagatt.kernels.diagatt import diagatt_loss
 
     data, params, frozen = _packed_inputs(ragged, np.random.RandomState(1))
     params["W"] = 0.3 * np.random.RandomState(2).randn(*params["W"].shape).astype(np.float32)
     out = {}
     for rows in (1 << 14, 60):
-        monkeypatch.setattr(_training, "_PACKED_CHUNK_ROWS", rows)
-        _, idx, w, n = _training._packed_batches(data, 32, np.random.RandomState(0))[0]
+        layout = _testing.Layout(packed_slice_rows=rows)
+        _, idx, w, n = _testing.plan_minibatches(data, 32, np.random.RandomState(0), layout=layout)[0]
         p = jax.tree.map(jnp.asarray, params)
-        out[n] = (idx, _one_step(p, _training._TX.init(p), frozen, data.arrays, idx, w,
+        out[n] = (idx, _one_step(p, _testing.OPTIMIZER.init(p), frozen, data.arrays, idx, w,
                                  np.float32(0.1), diagatt_loss, ("latent", "gaussian"), n))
     assert sorted(out) == [1, 8]
     np.testing.assert_array_equal(np.sort(out[8][0]["idx"]), np.sort(out[1][0]["idx"]))
@@ -346,17 +347,18 @@ def fitted_ragged(ragged):
 
 
 @pytest.mark.parametrize("predict_rows", [1 << 17, 16])  # 16 rows: groups of 4 blocks, a sample alone
-def test_ragged_inference_is_packed_and_matches_the_buckets(fitted_ragged, ragged, predict_rows, monkeypatch):
+def test_ragged_inference_is_packed_and_matches_the_buckets(fitted_ragged, ragged, predict_rows):
     from skdiagatt import _training
     from skdiagatt import diagatt as module
+    from skdiagatt._testing import Layout, use_layout
 
-    monkeypatch.setattr(_training, "_PREDICT_ROWS", predict_rows)
     est, samples = fitted_ragged, fitted_ragged._validate_X(ragged[0], reset=False)
     assert max(s.shape[0] for s in samples) > predict_rows or predict_rows > 1000
     frozen = est._frozen_fitted()
     for fn, rows in ((module._linear_predictor, False), (module._weights, True), (module._contributions, True)):
-        packed = _training.map_samples(fn, samples, est.params_, frozen, pack=True, rows=rows)
-        padded = _training.map_samples(fn, samples, est.params_, frozen, pack=False, rows=rows)
+        with use_layout(Layout(predict_rows=predict_rows)):
+            packed = _training.map_samples(fn, samples, est.params_, frozen, pack=True, rows=rows)
+            padded = _training.map_samples(fn, samples, est.params_, frozen, pack=False, rows=rows)
         if not rows:
             packed, padded = [packed], [padded]
         assert len(packed) == len(padded)
@@ -396,7 +398,7 @@ def test_a_sliced_step_is_the_whole_step():
     import jax
     import jax.numpy as jnp
 
-    from skdiagatt import _training
+    from skdiagatt import _testing
     from skdiagatt.kernels.diagatt import diagatt_loss
 
     rng = np.random.RandomState(1)
@@ -411,11 +413,11 @@ def test_a_sliced_step_is_the_whole_step():
     idx = rng.permutation(40)[:B].astype(np.int32)
     w = (np.arange(B) < 21).astype(np.float32)  # 3 filler samples at the end
     out = {}
-    for n_chunks in (1, 4):
+    for n_slices in (1, 4):
         p = {k: jnp.asarray(v) for k, v in params.items()}
-        state = _training._TX.init(p)
-        out[n_chunks] = _one_step(p, state, frozen, data, idx, w, np.float32(0.1),
-                                  diagatt_loss, ("latent", "gaussian"), n_chunks)
+        state = _testing.OPTIMIZER.init(p)
+        out[n_slices] = _one_step(p, state, frozen, data, idx, w, np.float32(0.1),
+                                  diagatt_loss, ("latent", "gaussian"), n_slices)
     np.testing.assert_allclose(out[4][2], out[1][2], rtol=1e-5)
     for k in params:
         np.testing.assert_allclose(out[4][0][k], out[1][0][k], rtol=1e-5, atol=1e-6, err_msg=k)
@@ -423,27 +425,66 @@ def test_a_sliced_step_is_the_whole_step():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
 
 
-def test_compiled_programs_are_released_near_the_map_limit(data, monkeypatch):
-    from skdiagatt import _training
+def test_compiled_programs_are_released_near_the_map_limit(data):
+    from skdiagatt import _testing
 
     if not os.path.exists("/proc/self/maps"):
         pytest.skip("no /proc on this system")
     X, y = data
     est = DiagAttRegressor(**FAST).fit(X, y)
-    assert _training._train_steps._cache_size() > 0
+    assert _testing.train_steps._cache_size() > 0
     import jax
 
-    before_count = _training._COMPILES[0]
+    before_count = _testing.compile_count()
     jax.jit(lambda a: a * 3 + 1)(np.arange(7.0))  # a new program: counted
-    assert _training._COMPILES[0] == before_count + 1
-    monkeypatch.setattr(_training, "_CHECK_EVERY", 0)
-    assert not _training.release_programs_near_map_limit()  # far from the limit
-    monkeypatch.setattr(_training, "_MAP_FRACTION", 0.0)
-    assert _training.release_programs_near_map_limit()
-    assert _training._train_steps._cache_size() == 0
+    assert _testing.compile_count() == before_count + 1
+    always = _testing.Layout(check_every=0)
+    assert not _testing.release_programs_near_map_limit(always)  # far from the limit
+    assert _testing.release_programs_near_map_limit(_testing.Layout(check_every=0, map_fraction=0.0))
+    assert _testing.train_steps._cache_size() == 0
     before = est.predict(X)
     refit = DiagAttRegressor(**FAST).fit(X, y)  # compiles again, same result
     np.testing.assert_array_equal(refit.predict(X), before)
+
+
+_LAZY_LISTENER = textwrap.dedent(
+    """
+    import jax.monitoring
+    calls = []
+    register = jax.monitoring.register_event_duration_secs_listener
+    jax.monitoring.register_event_duration_secs_listener = lambda f: (calls.append(f), register(f))
+    import skdiagatt, skdiagatt._testing
+    imported = len(calls)
+    skdiagatt._testing.compile_count()
+    skdiagatt._testing.compile_count()
+    print("RESULT", imported, len(calls))
+    """
+)
+
+
+def test_importing_registers_no_listener_and_counting_registers_one():
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", _LAZY_LISTENER], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
+    assert line.split()[1:] == ["0", "1"]
+
+
+def test_a_layout_is_frozen_and_used_only_inside_its_block():
+    import dataclasses
+
+    from skdiagatt._testing import Layout, current_layout, use_layout
+
+    default = current_layout()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        default.run_steps = 1
+    with use_layout(Layout(run_steps=1)) as inner:
+        assert current_layout() is inner and inner.run_steps == 1
+    assert current_layout() is default
+    with pytest.raises(TypeError, match="Layout"):
+        with use_layout({"run_steps": 1}):
+            pass
 
 
 # ------------------------------------------------------- beyond one device
@@ -477,17 +518,18 @@ _TWO_DEVICES = textwrap.dedent(
     out["packed"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
                      "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
     # Minibatches differentiated in 4 interleaved slices (as long samples are).
-    _training._CHUNK_ROWS = _training._PACKED_CHUNK_ROWS = 32
-    two = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
-    with _training.use_devices(jax.devices()[:1]):
-        one = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
-    out["sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
-                     "pred_diff": float(np.max(np.abs(two.predict(X) - one.predict(X))))}
-    two = DiagAttRegressor(**kw).fit(Xr, yr)  # packed and sliced
-    with _training.use_devices(jax.devices()[:1]):
-        one = DiagAttRegressor(**kw).fit(Xr, yr)
-    out["packed_sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
-                            "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
+    from skdiagatt._testing import Layout, use_layout
+    with use_layout(Layout(slice_rows=32, packed_slice_rows=32)):
+        two = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
+        with _training.use_devices(jax.devices()[:1]):
+            one = DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16, random_state=0).fit(X, y)
+        out["sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
+                         "pred_diff": float(np.max(np.abs(two.predict(X) - one.predict(X))))}
+        two = DiagAttRegressor(**kw).fit(Xr, yr)  # packed and sliced
+        with _training.use_devices(jax.devices()[:1]):
+            one = DiagAttRegressor(**kw).fit(Xr, yr)
+        out["packed_sliced"] = {"two": list(two.loss_curve_), "one": list(one.loss_curve_),
+                                "pred_diff": float(np.max(np.abs(two.predict(Xr) - one.predict(Xr))))}
     print("RESULT" + json.dumps(out))
     """
 )

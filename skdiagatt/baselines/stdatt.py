@@ -13,8 +13,8 @@ from .._base import (
     _check_positive_float,
     _check_positive_int,
 )
-from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from .._ragged import COARSE
+from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from .._two_phase import TwoPhaseTraining
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._matmul import einsum
-from .features import feature_dim, feature_map as _feature_map, taylor_products
+from .features import feature_dim, taylor_products
+from .features import feature_map as _feature_map
 from .softmax import masked_softmax
 
 __all__ = [

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 
 from ._matmul import einsum, matmul
 from .losses import LOGLIK, ridge_penalty
-from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from .rows import per_block, row_log_softmax, row_logsumexp, row_softmax, row_total
+from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 
 __all__ = [
     "query_key",

@@ -75,8 +75,8 @@ def _taylor_tables(d, degree):
     each is its parent ``(i_1, ..., i_{j-1})`` times ``x[i_j]``, so a degree-j
     block is one gather of the previous block times one gather of ``x``:
     ``O(C(d+g, g))`` memory per row, not ``O(g C(d+g, g))`` as for gathering
-    all ``g`` factors. (Building blocks from ``d`` slices instead ran no
-    faster and compiled 15-25x slower at ``d = 64``.)
+    all ``g`` factors; and one gather per degree, not ``d`` slices, keeps the
+    program small to compile.
 
     The weight of a monomial in ``(q . k)^j / j!`` expanded over multisets is
     ``multinomial(j; counts) / j! = 1 / prod(counts!)``; each of ``phi(q)`` and
@@ -217,14 +217,11 @@ def taylor_products(x, S, degree=2, scale=None):
     Evaluated alone (prediction), the monomials of many rows are formed and
     multiplied a tile of rows at a time (:func:`_tile_rows`), with the same
     results: no ``(rows, r)`` buffer is allocated.  Formed whole, that buffer
-    (68 MB for 8,192 rows at ``d = 64``, ``g = 2``) is a fresh allocation of
-    every call, and faulting its pages in cost more than the product: the
-    NTK-Attention forward on those rows took 58-65 ms whole and 40 ms in
-    tiles of 912 rows (2 CPU cores; ``docs/performance.md``, section 4).
-    Differentiated (training), the rows are taken whole, as before: runs of
-    compiled training steps keep their buffers from one step to the next,
-    and tiles, which the backward pass must recompute or store, made a
-    3-epoch fit 18-28% slower in two A/B runs.
+    is a fresh allocation of every call, and faulting its pages in can cost
+    more than the product itself.  Differentiated (training), the rows are
+    taken whole: runs of compiled training steps keep their buffers from one
+    step to the next, while tiles would have to be recomputed or stored by
+    the backward pass.
     """
     return _tiled_taylor_products(x, S, int(degree), scale)
 
@@ -254,8 +251,8 @@ def _whole_backward(degree, scale, vjp, cotangents):
 _tiled_taylor_products.defvjp(_whole_forward, _whole_backward)
 
 
-# Monomials per tile of :func:`taylor_products`: 8 MiB of float32, about
-# 1,000 rows at d = 64, g = 2 (256 to 2,048 rows ran within 15% of it).
+# Monomials per tile of :func:`taylor_products`: 8 MiB of float32, small
+# enough to stay cached, large enough that the per-tile overhead is small.
 _TILE_ELEMENTS = 1 << 21
 
 

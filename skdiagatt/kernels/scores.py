@@ -5,7 +5,7 @@ Shapes: ``X`` (B, L, d) padded samples; full ``W`` (R, d, d); low-rank factors
 optional linear terms ``U`` (R, d), which make the score affine,
 ``x^T W_r x + u_r^T x``.
 
-How the arithmetic is shaped (measured in ``docs/performance.md``): every
+How the arithmetic is shaped, and why: every
 variant flattens the rows of all samples and contracts the stacked heads in one
 2-D matmul ``(B*L, d) @ (d, R*k)``.  A per-sample batched einsum runs this at a
 fraction of the speed on CPU, and so does anything that breaks the row-major

@@ -6,13 +6,13 @@ import pytest
 from scipy.special import logsumexp
 
 from skdiagatt._ragged import make_buckets
+from skdiagatt.kernels._matmul import einsum
 from skdiagatt.kernels.diagatt import (
     attention_loss,
     diagatt_forward,
     latent_row_loss,
     query_key,
 )
-from skdiagatt.kernels._matmul import einsum
 from skdiagatt.kernels.losses import bernoulli_loglik, categorical_loglik, gaussian_loglik
 from skdiagatt.kernels.scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 from tests.conftest import numpy_diagatt

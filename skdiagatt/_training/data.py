@@ -1,0 +1,213 @@
+"""Training data on the device: padded buckets, packed blocks, or a stream of chunks.
+
+Each bucket (or the packed blocks) is copied to the device once per fit and
+minibatches are gathered there.  Sample and block counts are rounded
+(:func:`~skdiagatt._training.layout.round_count`) so that data sets of
+similar sizes share their compiled programs.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._ragged import FINE, bucket_length, make_blocks, make_buckets
+from .devices import placement
+from .layout import current_layout, round_count
+
+__all__ = [
+    "ChunkStream",
+    "PackedData",
+    "device_buckets",
+    "device_packed",
+    "training_data",
+    "spans_buckets",
+    "epoch_chunks",
+    "steps_per_epoch",
+]
+
+
+def device_buckets(buckets, targets):
+    """Copy bucketed data to the device once, sample counts rounded up.
+
+    Parameters
+    ----------
+    buckets : Buckets
+        From :func:`skdiagatt._ragged.make_buckets`.
+    targets : ndarray of shape (n, ...) or list of n arrays (row-level targets,
+        padded here to each bucket's length), or None
+
+    Returns
+    -------
+    list of (dict of jax arrays, int)
+        Per bucket the arrays ``X``, ``where`` (and ``y``) and the count of
+        real samples (the leading rows; the rest is filler never drawn).
+        With several training devices the arrays are replicated on all of
+        them.
+    """
+    place = placement()
+    out = []
+    for b in buckets.buckets:
+        m = b.index.size
+        cap = round_count(m)
+        data = {"X": b.X, "where": b.where}
+        if targets is not None:
+            data["y"] = _bucket_targets(targets, b)
+        padded = {}
+        for key, arr in data.items():
+            if cap > m:
+                fill = np.zeros((cap - m,) + arr.shape[1:], dtype=arr.dtype)
+                arr = np.concatenate([arr, fill])
+            padded[key] = np.ascontiguousarray(arr)
+        out.append((place.put(padded), m))
+    return out
+
+
+def _bucket_targets(targets, bucket):
+    """The targets of a bucket's samples; row-level targets padded to its length."""
+    if not isinstance(targets, list):
+        return targets[bucket.index]
+    t = targets[0].shape[1:]
+    y = np.zeros((bucket.index.size, bucket.length) + t, dtype=np.float32)
+    for k, i in enumerate(bucket.index):
+        y[k, : targets[i].shape[0]] = targets[i]
+    return y
+
+
+@dataclass
+class PackedData:
+    """Training samples of many lengths on the device, rows in blocks (:func:`device_packed`).
+
+    Attributes
+    ----------
+    arrays : dict of jax arrays
+        ``X`` (K, C, d) and ``valid`` (K, C), the blocks of
+        :func:`skdiagatt._ragged.make_blocks` (block counts rounded up with
+        empty blocks); ``y`` (n', t), the targets (counts rounded up).
+    first : ndarray of int, shape (n + 1,)
+        The first block of every sample (on the host: minibatches are planned
+        there).
+    """
+
+    arrays: dict
+    first: np.ndarray
+
+    @property
+    def n(self):
+        return self.first.shape[0] - 1
+
+
+def device_packed(samples, targets, layout=None):
+    """Copy samples and their targets to the device once, rows in blocks of ``layout.block_rows``.
+
+    Parameters
+    ----------
+    samples : list of ndarray (p_i, d)
+    targets : ndarray of shape (n, ...)
+    layout : Layout or None
+        The layout in force if None.
+
+    Returns
+    -------
+    PackedData
+    """
+    layout = current_layout() if layout is None else layout
+    blocks = make_blocks(samples, layout.block_rows)
+    K, n = blocks.X.shape[0], len(samples)
+
+    def grown(arr, size):
+        fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
+        return np.ascontiguousarray(np.concatenate([arr, fill]))
+
+    arrays = {
+        "X": grown(blocks.X, round_count(K)),
+        "valid": grown(blocks.valid, round_count(K)),
+        "y": grown(np.asarray(targets, dtype=np.float32), round_count(n)),
+    }
+    return PackedData(arrays=placement().put(arrays), first=blocks.first)
+
+
+def training_data(samples, targets, pack=False, growth=FINE):
+    """Upload training samples: packed if ``pack`` and their lengths span several buckets.
+
+    Parameters
+    ----------
+    samples : list of ndarray (p_i, d)
+    targets : ndarray (n, ...) or list of n row-level arrays (never packed), or None
+    pack : bool
+        The loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`).
+    growth : float
+        The bucket grid of data left in buckets
+        (:func:`~skdiagatt._ragged.bucket_length`).
+
+    Returns
+    -------
+    PackedData or list
+        What :func:`~skdiagatt._training.fit_loop` takes.  Samples of one
+        bucket length stay in their bucket: a padded minibatch of
+        equal-length samples has nothing to gain from packing.
+    """
+    row_level = targets is None or isinstance(targets, list)
+    if pack and not row_level and spans_buckets([s.shape[0] for s in samples]):
+        return device_packed(samples, targets)
+    return device_buckets(make_buckets(samples, growth), targets)
+
+
+def spans_buckets(lengths):
+    """True if samples of these lengths fall in more than one bucket (then they are packed)."""
+    return len({bucket_length(int(p)) for p in np.unique(lengths)}) > 1
+
+
+class ChunkStream:
+    """Training data that arrive one chunk at a time (larger than memory).
+
+    Parameters
+    ----------
+    make_iter : callable
+        ``make_iter()`` returns a fresh iterator of ``(samples, targets)``
+        pairs, one per chunk, as :func:`training_data` takes them; it is
+        called once per epoch, so the source is read again every epoch.
+    pack, growth
+        Passed to :func:`training_data` for every chunk.
+
+    Notes
+    -----
+    Each chunk is copied to the device once per epoch and dropped before the
+    next one is uploaded, so at most one chunk is on the device at a time.
+    """
+
+    def __init__(self, make_iter, pack=False, growth=FINE):
+        self.make_iter = make_iter
+        self.pack = pack
+        self.growth = growth
+
+    def __iter__(self):
+        for samples, targets in self.make_iter():
+            yield training_data(samples, targets, self.pack, self.growth)
+
+
+def epoch_chunks(data):
+    """The chunks of one epoch: in-memory data is a single chunk."""
+    if isinstance(data, ChunkStream):
+        return iter(data)
+    return iter([data])
+
+
+def steps_per_epoch(lengths, batch_size, pack=False, growth=FINE):
+    """Minibatches per epoch for samples of ``lengths`` rows (as ``fit_loop`` forms them).
+
+    Parameters
+    ----------
+    lengths : array of int
+        ``p_i`` of the samples of one chunk (of the whole data set in memory).
+    batch_size : int
+    pack, growth
+        As for :func:`training_data` (with targets of shape (n, ...)).
+    """
+    if pack and spans_buckets(lengths):
+        return math.ceil(len(lengths) / batch_size)
+    counts = {}
+    for p in np.asarray(lengths):
+        L = bucket_length(int(p), growth)
+        counts[L] = counts.get(L, 0) + 1
+    return sum(math.ceil(m / batch_size) for m in counts.values())

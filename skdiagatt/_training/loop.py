@@ -1,0 +1,260 @@
+"""The one optax training loop shared by every estimator, with its early stopping."""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from . import step as _step
+from .batches import plan_minibatches, runs, stacked
+from .data import ChunkStream, epoch_chunks
+from .devices import placement
+from .layout import current_layout
+from .programs import release_programs_near_map_limit
+
+__all__ = ["TrainResult", "EarlyStopping", "fit_loop"]
+
+
+@dataclass
+class TrainResult:
+    """What a call of :func:`fit_loop` did.
+
+    Attributes
+    ----------
+    loss_curve : list of float
+        Mean training objective per epoch.
+    validation_curve : list of float
+        Mean validation objective per epoch (empty without validation data).
+    n_iter : int
+        Epochs run.
+    stopped : str
+        ``"max_iter"``, ``"tol"`` (no improvement) or ``"non-finite"``.
+    opt_state : pytree of numpy arrays
+        The optimizer state after the last step (to continue, as
+        ``partial_fit`` does).
+    steps : int
+        Optimizer steps taken.
+    """
+
+    loss_curve: list = field(default_factory=list)
+    validation_curve: list = field(default_factory=list)
+    n_iter: int = 0
+    stopped: str = "max_iter"
+    opt_state: object = None
+    steps: int = 0
+
+
+class EarlyStopping:
+    """Stop when the monitored loss has not improved by ``tol`` for ``patience`` epochs.
+
+    Parameters
+    ----------
+    tol : float
+    patience : int
+    keep_best : bool
+        Remember the parameters of the best epoch (with validation data).
+    """
+
+    def __init__(self, tol, patience, keep_best):
+        self.tol = tol
+        self.patience = patience
+        self.keep_best = keep_best
+        self.best = np.inf
+        self.best_params = None
+        self.stale = 0
+
+    def update(self, monitored, params):
+        """Record an epoch's monitored loss and parameters; True when training should stop."""
+        if monitored < self.best - self.tol:
+            self.best, self.stale = monitored, 0
+            if self.keep_best:
+                self.best_params = params
+        else:
+            self.stale += 1
+        return self.stale >= self.patience
+
+
+class _Optimization:
+    """The state of a fit between steps: parameters, optimizer state and steps taken, on the devices."""
+
+    def __init__(self, loss_fn, config, params, frozen, opt_state, schedule, learning_rate, total_steps):
+        self.place = placement()
+        self.layout = current_layout()
+        self.loss_fn, self.config = loss_fn, config
+        self.params = self.place.put(jax.tree.map(jnp.asarray, params))
+        self.frozen = self.place.put(jax.tree.map(jnp.asarray, frozen))
+        fresh = opt_state is None
+        self.opt_state = self.place.put(_step.init_opt_state(self.params) if fresh else opt_state)
+        self.schedule, self.learning_rate, self.total_steps = schedule, learning_rate, total_steps
+        self.step = 0
+
+    def snapshot(self):
+        """Host copies of the parameters and the optimizer state (the step donates the device ones)."""
+        return jax.tree.map(np.array, self.params), jax.tree.map(np.array, self.opt_state)
+
+    def run(self, batches, losses, weights):
+        """Dispatch the steps of ``batches``, a run per call; the losses stay on the device."""
+        G = self.layout.run_steps
+        for run in runs(batches, G):
+            lr = np.zeros(G, dtype=np.float32)
+            for k in range(len(run)):
+                lr[k] = _step.step_size(self.learning_rate, self.schedule, self.step + k, self.total_steps)
+            idx, w = stacked(run, G)
+            put = self.place.put_batch
+            self.params, self.opt_state, loss = _step.train_steps(
+                self.params, self.opt_state, self.frozen, run[0].arrays, put(idx, True), put(w, True),
+                lr, np.int32(len(run)), self.loss_fn, self.config, run[0].n_slices,
+            )
+            losses.append((loss, len(run)))
+            weights.extend(b.w.sum() for b in run)
+            self.step += len(run)
+
+    def mean_loss(self, data, batch_size):
+        """The mean objective over ``data`` (validation), at the current parameters."""
+        total, count = 0.0, 0.0
+        put = self.place.put_batch
+        for b in plan_minibatches(data, batch_size, None, self.place.n, self.layout):
+            total += float(
+                _step.eval_step(self.params, self.frozen, b.arrays, put(b.idx), put(b.w), self.loss_fn, self.config)
+            )
+            count += float(b.w.sum())
+        return total / count
+
+
+def _epoch_loss(losses, weights):
+    # device_get, not jnp.stack: stacking compiles one program per number of
+    # steps, i.e. per data size of a grid search.
+    per_step = np.concatenate([vals[:k] for vals, k in jax.device_get(losses)])
+    return float(np.dot(per_step, weights) / np.sum(weights))
+
+
+def _total_steps(data, batch_size, max_iter, total_steps):
+    if total_steps is None:
+        if isinstance(data, ChunkStream):
+            raise TypeError("pass total_steps with a ChunkStream")
+        total_steps = max_iter * len(plan_minibatches(data, batch_size, None))
+    return max(1, total_steps)
+
+
+def fit_loop(
+    loss_fn,
+    config,
+    params,
+    frozen,
+    data,
+    *,
+    max_iter,
+    learning_rate,
+    batch_size,
+    random_state,
+    tol=1e-4,
+    n_iter_no_change=5,
+    validation=None,
+    verbose=0,
+    label="fit",
+    schedule="cosine",
+    opt_state=None,
+    total_steps=None,
+):
+    """Minimise ``loss_fn`` with Adam on minibatches, cosine-decayed step size.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        ``loss_fn(params, frozen, batch, config) -> scalar``; ``batch`` holds
+        the bucket arrays gathered at the batch indices and ``w`` (B,), the
+        sample weights (0 for filler).  Must be a module-level function, so
+        that compiled steps are cached across fits.
+    config : hashable
+        Static settings passed to ``loss_fn``.
+    params, frozen : dict of arrays
+        Trained and fixed inputs.
+    data : list, PackedData or ChunkStream
+        From :func:`~skdiagatt._training.data.training_data`, or a
+        :class:`~skdiagatt._training.data.ChunkStream` of chunks uploaded one
+        at a time (then ``total_steps`` is required).
+    max_iter : int
+        Epochs; the step size decays from ``learning_rate`` to 0 over them.
+    learning_rate : float
+    batch_size : int
+    random_state : numpy RandomState
+        Shuffles the minibatches.
+    tol, n_iter_no_change : float, int
+        Stop when the monitored loss (validation if given, else training) has
+        not improved by ``tol`` for ``n_iter_no_change`` epochs.
+    validation : list or None
+        Held-out data in the layout of ``data``; the best epoch's parameters
+        are returned.
+    verbose : int
+        Print one line per epoch when > 0.
+    label : str
+        Prefix of the progress lines.
+    schedule : {"cosine", "constant"}
+        ``"constant"`` keeps ``learning_rate`` (``partial_fit``: the total
+        number of steps is unknown).
+    opt_state : pytree or None
+        Optimizer state to continue from (None: a fresh Adam state).
+    total_steps : int or None
+        Steps of the whole cosine schedule (default: ``max_iter`` epochs of
+        ``data``).
+
+    Returns
+    -------
+    params : dict of numpy arrays
+    result : TrainResult
+    """
+    release_programs_near_map_limit()
+    total_steps = _total_steps(data, batch_size, max_iter, total_steps)
+    opt = _Optimization(loss_fn, config, params, frozen, opt_state, schedule, learning_rate, total_steps)
+    result = TrainResult()
+    stopper = EarlyStopping(tol, n_iter_no_change, keep_best=validation is not None)
+    last_good, last_state = opt.snapshot()
+    start = time.perf_counter()
+    planned, drawn_from = None, None
+    for epoch in range(max_iter):
+        losses, weights = [], []
+        for chunk in epoch_chunks(data):
+            opt.run(planned or plan_minibatches(chunk, batch_size, random_state, opt.place.n, opt.layout),
+                    losses, weights)
+            planned = None
+        if epoch + 1 < max_iter and not isinstance(data, ChunkStream):
+            # Plan the next epoch while the device runs this one, not after
+            # the wait below, which would leave the device idle.  A fit that
+            # stops early gives the draw back (below).
+            drawn_from = random_state.get_state()
+            planned = plan_minibatches(data, batch_size, random_state, opt.place.n, opt.layout)
+        epoch_loss = _epoch_loss(losses, weights)
+        if not np.isfinite(epoch_loss):
+            warnings.warn(
+                f"{label}: the objective became non-finite at epoch {epoch + 1}; "
+                "training stopped and the last finite parameters were kept. "
+                "Try a smaller learning_rate or a larger temperature.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+            result.stopped = "non-finite"
+            opt.params, opt.opt_state = last_good, last_state
+            break
+        last_good, last_state = opt.snapshot()
+        result.loss_curve.append(epoch_loss)
+        result.n_iter = epoch + 1
+        monitored = epoch_loss
+        if validation is not None:
+            monitored = opt.mean_loss(validation, batch_size)
+            result.validation_curve.append(monitored)
+        if verbose:
+            val = f", validation {monitored:.5f}" if validation is not None else ""
+            print(f"[{label}] epoch {epoch + 1}/{max_iter}: loss {epoch_loss:.5f}{val}, "
+                  f"{time.perf_counter() - start:.1f}s", flush=True)
+        if stopper.update(monitored, last_good):
+            result.stopped = "tol"
+            break
+    if planned is not None:
+        random_state.set_state(drawn_from)  # as if the unused epoch was never drawn
+    params = stopper.best_params if stopper.best_params is not None else opt.params
+    result.opt_state, result.steps = last_state, opt.step
+    return jax.tree.map(np.asarray, params), result
