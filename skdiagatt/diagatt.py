@@ -14,6 +14,7 @@ from ._base import (
     _check_positive_int,
     check_finite_output,
 )
+from ._mil import AssumptionMixin
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._ragged import check_ragged
 from ._training import fit_loop, map_device_data, round_count, training_data
@@ -53,6 +54,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
+    _linear_predictor = staticmethod(_linear_predictor)
+    _assumptions = ("individualized",)
     _pack = True
     # The inverse temperature stays out of the main phase: trained alongside W
     # it would undo the penalty (W shrinks, the scale grows).  Calibration then
@@ -85,6 +88,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         random_state=None,
         verbose=0,
         warm_start=False,
+        assumption="individualized",
     ):
         self.n_heads = n_heads
         self.temperature = temperature
@@ -108,6 +112,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.assumption = assumption
 
     # ----------------------------------------------------------------- checks
     def _check_params(self):
@@ -129,6 +134,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         if self.objective not in ("latent", "attention"):
             raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
         _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
+        if self.assumption not in self._assumptions:
+            raise ValueError(f"assumption must be one of {self._assumptions}, got {self.assumption!r}")
         self._check_training_params()
 
     # ------------------------------------------------------------ parameters
@@ -325,7 +332,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         frozen = self._frozen(c, S, d)
         frozen["log_scale"] = params.pop("log_scale")
         params, result = fit_loop(
-            diagatt_loss,
+            self._loss_fn,
             (self.objective, family),
             params,
             frozen,
@@ -358,7 +365,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
-        z = self._map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
+        z = self._map_samples(self._linear_predictor, samples, self.params_, self._frozen_fitted())
         return check_finite_output(z)
 
     def _head_weights(self, samples):
@@ -434,7 +441,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         """
         frozen = self._frozen_fitted()
         if "U" not in self.params_:
-            return np.zeros((self.params_["V"].shape[0], self.n_features_in_), np.float32)
+            return np.zeros((self.params_["log_scale"].shape[0], self.n_features_in_), np.float32)
         scale = frozen["x_scale"] * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
         return (np.asarray(self.params_["U"]) @ frozen["S"]) * scale[:, None]
 
@@ -531,6 +538,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Print one line per epoch when > 0.
     warm_start : bool, default=False
         Start from the previous fit's parameters.
+    assumption : {"individualized"}, default="individualized"
+        What the response may depend on: any row, through the attention
+        weights (the only choice for a continuous response; see
+        :class:`DiagAttClassifier` for the multiple-instance assumption).
 
     Attributes
     ----------
@@ -614,7 +625,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
 
 
 
-class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
+class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _DiagAttBase):
     """Diagonalized-attention classification on matrix-valued samples.
 
     The scores and weights are those of :class:`DiagAttRegressor`; the
@@ -629,6 +640,25 @@ class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
 objective, whiten, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, warm_start
         As in :class:`DiagAttRegressor`.
+    assumption : {"individualized", "standard-mil"}, default="individualized"
+        "individualized": the label may depend on any row, including rows
+        whose presence signals the negative class (DiagAtt as in paper 000).
+        "standard-mil" (two classes only): a bag is positive because of its
+        instances; no instance is evidence of the negative class.  Each head
+        scores the instances as above; its presence logit is ``g_r = b_r +
+        log sum_l exp(psi_rl)`` and ``P(y = classes_[1]) = prod_r
+        sigmoid(g_r)`` (:mod:`skdiagatt.kernels.mil`): adding an instance
+        never lowers it.  One head: the standard multiple-instance
+        assumption; R heads: a positive bag needs an instance of each of R
+        concepts (presence-based).  ``localize`` returns each head's
+        highest-scoring instance, the one its evidence comes from.
+        ``params_`` has no ``V``; ``b`` and ``intercept_`` hold the heads'
+        offsets ``b_r``.  Both training phases minimize the bags' log-loss
+        (the calibration phase fits the inverse temperatures and ``b``);
+        the scores must grow to several units, so a larger
+        ``learning_rate`` (0.1) suits this mode.  ``value_refit``,
+        ``exclusive_heads`` and ``row_contributions`` do not apply.  See
+        ``docs/mil_assumptions.md``.
 
     Attributes
     ----------
