@@ -120,13 +120,42 @@ def mil_forward(params, frozen, X, where):
     -------
     z : array, shape (B, 1)
     kappa : array, shape (B, R, L)
+
+    Examples
+    --------
+    Two heads, one per coordinate: the bag needs a high first coordinate
+    *and* a high second one, in any instances.
+
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.mil import mil_forward
+    >>> params = {"W": np.zeros((2, 2, 2), np.float32), "U": 5 * np.eye(2, dtype=np.float32),
+    ...           "b": np.full(2, -10.0, np.float32), "log_scale": np.zeros(2, np.float32)}
+    >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(1.0), "inv_tau": np.float32(1.0)}
+    >>> both = [[3.0, 0.0], [0.0, 3.0]]; one = [[3.0, 0.0], [3.0, 0.0]]
+    >>> z, _ = mil_forward(params, frozen, jnp.array([both, one]), jnp.ones((2, 2), bool))
+    >>> (np.asarray(z[:, 0]) > 0).tolist()
+    [True, False]
     """
     g, kappa = presence_logits(params, frozen, X, where)
     return bag_logit(g), kappa
 
 
 def mil_logit(params, frozen, X, where):
-    """The bag logits of :func:`mil_forward` alone, shape (B, 1)."""
+    """The bag logits of :func:`mil_forward` alone, shape (B, 1).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.mil import mil_logit
+    >>> params = {"W": np.zeros((1, 2, 2), np.float32), "U": np.zeros((1, 2), np.float32),
+    ...           "b": np.zeros(1, np.float32), "log_scale": np.zeros(1, np.float32)}
+    >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(1.0), "inv_tau": np.float32(1.0)}
+    >>> z = mil_logit(params, frozen, jnp.ones((1, 4, 2)), jnp.ones((1, 4), bool))
+    >>> bool(np.isclose(z[0, 0], np.log(4.0)))                 # four instances scoring 0
+    True
+    """
     return mil_forward(params, frozen, X, where)[0]
 
 
