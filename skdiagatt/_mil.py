@@ -2,8 +2,9 @@
 
 Under ``assumption="standard-mil"`` the classifier keeps the DiagAtt scores
 and replaces the value read-out by the multiple-instance read-out of
-:mod:`skdiagatt.kernels.mil` (a bag's logit is its intercept plus, per head,
-a smooth maximum of the instance scores).  This mixin only dispatches: the
+:mod:`skdiagatt.kernels.mil` (each head's presence logit is its offset plus a
+smooth maximum of its instance scores; a bag is positive when every head
+finds its concept).  This mixin only dispatches: the
 parameters, the objective and the forward pass of that mode, and the
 errors for what the mode does not define.
 """
