@@ -18,11 +18,14 @@ from pathlib import Path as _Path
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from ._mil_datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
+
 __all__ = [
     "make_individualized_regression",
     "make_individualized_classification",
     "PAPER_SIGNALS",
 ]
+__all__ += ["make_mil_presence", "make_mil_multi_concept", "make_mil_threshold"]
 
 #: Signal parameters ``(m_k, v_k)`` of the paper's settings, by number of active rows.
 PAPER_SIGNALS = {

@@ -14,11 +14,12 @@ from ._base import (
     check_targets,
     chunk_factory,
 )
+from ._mil import AssumptionMixin
+from ._mixture import MAX_SAMPLES, signal_mixture
 from ._ragged import check_ragged
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._training import fit_loop, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
-from ._mixture import MAX_SAMPLES, signal_mixture
 from ._whitening import preconditioner, preconditioner_from_moment, second_moment
 from .kernels.diagatt import (
     diagatt_forward,
@@ -57,6 +58,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
+    _linear_predictor = staticmethod(_linear_predictor)
+    _assumptions = ("individualized",)
     _pack = True
     # The inverse temperature stays out of the main phase: trained alongside W
     # it would undo the penalty (W shrinks, the scale grows).  Calibration then
@@ -90,6 +93,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         random_state=None,
         verbose=0,
         warm_start=False,
+        assumption="individualized",
     ):
         self.n_heads = n_heads
         self.temperature = temperature
@@ -114,6 +118,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.assumption = assumption
 
     # ----------------------------------------------------------------- checks
     def _check_params(self):
@@ -140,6 +145,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         if self.init not in ("auto", "mixture", "zeros"):
             raise ValueError(f"init must be 'auto', 'mixture' or 'zeros', got {self.init!r}")
         _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
+        if self.assumption not in self._assumptions:
+            raise ValueError(f"assumption must be one of {self._assumptions}, got {self.assumption!r}")
         self._check_training_params()
 
     # ------------------------------------------------------------ parameters
@@ -382,7 +389,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         frozen = {**self._frozen(c, S, d), **target}
         frozen["log_scale"] = params.pop("log_scale")
         params, result = fit_loop(
-            diagatt_loss,
+            self._loss_fn,
             (self.objective, family),
             params,
             frozen,
@@ -415,7 +422,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
-        z = self._map_samples(_linear_predictor, samples, self.params_, self._frozen_fitted())
+        z = self._map_samples(self._linear_predictor, samples, self.params_, self._frozen_fitted())
         return check_finite_output(z)
 
     def _head_weights(self, samples):
@@ -491,7 +498,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         """
         frozen = self._frozen_fitted()
         if "U" not in self.params_:
-            return np.zeros((self.params_["V"].shape[0], self.n_features_in_), np.float32)
+            return np.zeros((self.params_["log_scale"].shape[0], self.n_features_in_), np.float32)
         scale = frozen["x_scale"] * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
         return (np.asarray(self.params_["U"]) @ frozen["S"]) * scale[:, None]
 
@@ -604,6 +611,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Print one line per epoch when > 0.
     warm_start : bool, default=False
         Start from the previous fit's parameters.
+    assumption : {"individualized"}, default="individualized"
+        What the response may depend on: any row, through the attention
+        weights (the only choice for a continuous response; see
+        :class:`DiagAttClassifier` for the multiple-instance assumption).
 
     Attributes
     ----------
@@ -687,7 +698,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
 
 
 
-class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
+class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _DiagAttBase):
     """Diagonalized-attention classification on matrix-valued samples.
 
     The scores and weights are those of :class:`DiagAttRegressor`; the
@@ -702,6 +713,25 @@ class DiagAttClassifier(ClassifierMixin, LabelTargetsMixin, _DiagAttBase):
 objective, whiten, init, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, warm_start
         As in :class:`DiagAttRegressor`.
+    assumption : {"individualized", "standard-mil"}, default="individualized"
+        "individualized": the label may depend on any row, including rows
+        whose presence signals the negative class (DiagAtt as in paper 000).
+        "standard-mil" (two classes only): a bag is positive because of its
+        instances; no instance is evidence of the negative class.  Each head
+        scores the instances as above; its presence logit is ``g_r = b_r +
+        log sum_l exp(psi_rl)`` and ``P(y = classes_[1]) = prod_r
+        sigmoid(g_r)`` (:mod:`skdiagatt.kernels.mil`): adding an instance
+        never lowers it.  One head: the standard multiple-instance
+        assumption; R heads: a positive bag needs an instance of each of R
+        concepts (presence-based).  ``localize`` returns each head's
+        highest-scoring instance, the one its evidence comes from.
+        ``params_`` has no ``V``; ``b`` and ``intercept_`` hold the heads'
+        offsets ``b_r``.  Both training phases minimize the bags' log-loss
+        (the calibration phase fits the inverse temperatures and ``b``);
+        the scores must grow to several units, so a larger
+        ``learning_rate`` (0.1) suits this mode.  ``value_refit``,
+        ``exclusive_heads`` and ``row_contributions`` do not apply.  See
+        ``docs/mil_assumptions.md``.
 
     Attributes
     ----------

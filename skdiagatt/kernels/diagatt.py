@@ -116,7 +116,8 @@ def _effective(params, frozen):
     S, c = frozen["S"], frozen["x_scale"]
     s = frozen["inv_tau"] * jnp.exp(params["log_scale"])  # (R,)
     f = _whitened(params, S)
-    mats = {"V": c * einsum("ab,rbt->rat", S, params["V"])}
+    # A model without value vectors (the multiple-instance read-out) has scores only.
+    mats = {"V": c * einsum("ab,rbt->rat", S, params["V"])} if "V" in params else {}
     if "W" in f:
         mats["W"] = c * f["W"]
         if "U" in f:

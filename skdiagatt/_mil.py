@@ -1,0 +1,119 @@
+"""The ``assumption`` of :class:`~skdiagatt.DiagAttClassifier`: individualized or multiple-instance.
+
+Under ``assumption="standard-mil"`` the classifier keeps the DiagAtt scores
+and replaces the value read-out by the multiple-instance read-out of
+:mod:`skdiagatt.kernels.mil` (each head's presence logit is its offset plus a
+smooth maximum of its instance scores; a bag is positive when every head
+finds its concept).  This mixin only dispatches: the
+parameters, the objective and the forward pass of that mode, and the
+errors for what the mode does not define.
+"""
+
+import jax
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .kernels.mil import mil_logit, mil_loss
+
+__all__ = ["AssumptionMixin"]
+
+STANDARD_MIL = "standard-mil"
+
+
+class AssumptionMixin:
+    """Mixin of DiagAttClassifier: the ``assumption`` parameter's dispatch.
+
+    Placed before ``_DiagAttBase`` among the bases, it overrides the hooks
+    that differ under ``assumption="standard-mil"`` and leaves everything
+    else (training loop, whitening, prediction chunks, attention) shared.
+    """
+
+    _assumptions = ("individualized", STANDARD_MIL)
+
+    @property
+    def _mil(self):
+        return self.assumption == STANDARD_MIL
+
+    def _check_params(self):
+        super()._check_params()
+        if not self._mil:
+            return
+        # Both act on the value read-out, which this mode does not have.
+        for name in ("value_refit", "exclusive_heads"):
+            if getattr(self, name):
+                raise ValueError(
+                    f"{name}=True has no meaning under assumption='standard-mil' (a bag's "
+                    "logit comes from each head's instance scores, not from value vectors); "
+                    f"set {name}=False"
+                )
+
+    @property
+    def _loss_fn(self):
+        return mil_loss if self._mil else super()._loss_fn
+
+    @property
+    def _linear_predictor(self):
+        return _mil_logit if self._mil else super()._linear_predictor
+
+    @property
+    def _calibrated(self):
+        # No value vectors: calibration fits the heads' inverse temperatures
+        # and the intercept to the same bag loss.
+        return ("log_scale", "b") if self._mil else super()._calibrated
+
+    @property
+    def _held(self):
+        # The evidence's scale is the bag logit's scale here: the main phase
+        # needs it (with it held, the scores grow only through the penalized W, u).
+        return () if self._mil else super()._held
+
+    @property
+    def intercept_(self):
+        """Default mode: as in DiagAttRegressor.  "standard-mil": the heads' offsets, shape (n_heads,)."""
+        if not self._mil:
+            return super().intercept_
+        check_is_fitted(self)
+        return np.asarray(self.params_["b"], np.float64)
+
+    def _init_params(self, d, t, rng):
+        params = super()._init_params(d, t, rng)
+        if not self._mil:
+            return params
+        V = params.pop("V")[..., 0]  # (R, d), drawn as in the default mode
+        del params["log_sigma"]
+        params["b"] = np.zeros(V.shape[0], np.float32)  # one offset per head
+        # With V gone the heads start alike; the same small random draw in
+        # their score parameters lets them specialise on different concepts.
+        if "U" in params:
+            params["U"] = V
+        elif "W" in params:
+            params["W"] = V[:, :, None] * np.eye(d, dtype=np.float32)
+        return params
+
+    def _binary_only(self, encoded):
+        if self._mil and encoded[2] != "bernoulli":
+            raise ValueError(
+                f"assumption='standard-mil' needs exactly two classes, got {len(encoded[1])} "
+                f"({list(encoded[1])}): bag evidence points towards one positive class "
+                "(classes_[1]); for several classes fit one such classifier per class "
+                "against the rest"
+            )
+        return encoded
+
+    def _encode_targets(self, y, n, warm):
+        return self._binary_only(super()._encode_targets(y, n, warm))
+
+    def _encode_partial_targets(self, y, n, first, classes):
+        return self._binary_only(super()._encode_partial_targets(y, n, first, classes))
+
+    def _internal_contributions(self, X):
+        if self._mil:
+            raise ValueError(
+                "row_contributions and localize(by='contribution') are not defined under "
+                "assumption='standard-mil': a bag's logit is not a sum of row terms; "
+                "localize(by='attention') returns each head's highest-scoring instance"
+            )
+        return super()._internal_contributions(X)
+
+
+_mil_logit = jax.jit(mil_logit)

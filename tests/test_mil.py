@@ -1,0 +1,165 @@
+"""The multiple-instance mode of DiagAttClassifier and the algorithmic unit tests it must pass."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.metrics import roc_auc_score
+
+import jax.numpy as jnp
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor
+from skdiagatt.datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
+from skdiagatt.kernels.mil import bag_logit, mil_forward, mil_loss
+
+MIL = dict(assumption="standard-mil", learning_rate=0.1, random_state=0)
+SMALL = dict(bag_size=(4, 10), n_features=4)
+
+
+# ------------------------------------------------------------------ datasets
+@pytest.mark.parametrize("make", [make_mil_presence, make_mil_multi_concept])
+def test_poison_sits_on_the_negatives_in_training_and_the_positives_in_test(make):
+    for split, poisoned_class in (("train", 0), ("test", 1)):
+        X, y, kinds = make(40, split=split, random_state=3, **SMALL)
+        assert len(X) == len(kinds) == y.size == 40 and y.sum() == 20
+        for x, k, label in zip(X, kinds, y):
+            assert x.shape == (k.size, 4) and 4 <= k.size <= 10
+            assert (k == -1).sum() == (label == poisoned_class)
+
+
+def test_labels_follow_the_concepts():
+    _, y, kinds = make_mil_presence(30, random_state=0, **SMALL)
+    assert [int((k == 1).any()) for k in kinds] == y.tolist()
+    _, y, kinds = make_mil_multi_concept(30, random_state=0, **SMALL)
+    assert [int({1, 2} <= set(k.tolist())) for k in kinds] == y.tolist()
+    assert all(len({1, 2} & set(k.tolist())) == 1 for k, label in zip(kinds, y) if not label)
+    _, y, kinds = make_mil_threshold(30, threshold=3, random_state=0, **SMALL)
+    assert [int((k == 1).sum()) for k in kinds] == (2 + y).tolist()
+
+
+def test_splits_share_the_concept_and_draw_other_bags():
+    Xa, _, ka = make_mil_presence(200, split="train", random_state=5, **SMALL)
+    Xb, _, kb = make_mil_presence(200, split="test", random_state=5, **SMALL)
+    mean = lambda X, K, kind: np.mean([x[k == kind][0] for x, k in zip(X, K) if (k == kind).any()], 0)  # noqa: E731
+    for kind in (1, -1):
+        assert np.linalg.norm(mean(Xa, ka, kind) - mean(Xb, kb, kind)) < 0.5
+    assert np.linalg.norm(mean(Xa, ka, 1) - mean(Xa, ka, -1)) > 4.0
+    assert not np.array_equal(Xa[0], Xb[0])
+    again = make_mil_presence(200, split="train", random_state=5, **SMALL)[0]
+    assert all(np.array_equal(a, b) for a, b in zip(Xa, again))
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(n_features=2), "n_features must be an int >= 3"),
+        (dict(split="valid"), "split must be"),
+        (dict(bag_size=(5, 2)), "bag_size"),
+        (dict(separation=-1.0), "separation"),
+        (dict(n_bags=1), "n_bags"),
+        (dict(bag_size=1), "bag 0 needs 2 special instances"),
+    ],
+)
+def test_generators_reject_bad_arguments(kw, match):
+    args = dict(n_bags=10, n_features=4, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        make_mil_multi_concept(**{**args, **kw})
+
+
+# -------------------------------------------------------------------- kernel
+def _random_params(rng, R, d):
+    return {
+        "W": rng.randn(R, d, d).astype(np.float32),
+        "U": rng.randn(R, d).astype(np.float32),
+        "b": rng.randn(R).astype(np.float32),
+        "log_scale": np.zeros(R, np.float32),
+    }
+
+
+FROZEN = {"S": np.eye(3, dtype=np.float32), "x_scale": np.float32(1.0),
+          "inv_tau": np.float32(0.5), "alpha": np.float32(0.0)}
+
+
+@pytest.mark.parametrize("R", [1, 3])
+def test_adding_an_instance_never_lowers_the_bag_logit(R):
+    rng = np.random.RandomState(R)
+    params = _random_params(rng, R, 3)
+    X = jnp.asarray(rng.randn(50, 6, 3), jnp.float32)
+    fewer = jnp.arange(6)[None, :] < 5
+    z_fewer, _ = mil_forward(params, FROZEN, X, jnp.broadcast_to(fewer, (50, 6)))
+    z_all, _ = mil_forward(params, FROZEN, X, jnp.ones((50, 6), bool))
+    assert np.all(np.asarray(z_all) >= np.asarray(z_fewer) - 1e-5)
+
+
+def test_bag_logit_is_the_product_of_presence_probabilities_and_stays_finite():
+    g = jnp.array([[0.3, -1.2], [40.0, 35.0], [-80.0, 3.0]])
+    p = np.prod(1 / (1 + np.exp(-np.asarray(g, float))), axis=1)
+    z = np.asarray(bag_logit(g))[:, 0]
+    assert np.isclose(z[0], np.log(p[0] / (1 - p[0])), rtol=1e-5)
+    assert np.isclose(z[2], -80.0 + np.log(1 / (1 + np.exp(-3.0))), rtol=1e-5)
+    assert np.all(np.isfinite(z)) and z[1] > 30
+
+
+def test_loss_gradient_is_finite_for_certain_bags():
+    import jax
+
+    params = {**_random_params(np.random.RandomState(0), 2, 3), "b": np.array([60.0, 60.0], np.float32)}
+    batch = {"X": jnp.ones((2, 4, 3)), "where": jnp.ones((2, 4), bool),
+             "y": jnp.array([[1.0], [0.0]]), "w": jnp.ones(2)}
+    grads = jax.grad(mil_loss)(params, FROZEN, batch, ("latent", "bernoulli"))
+    assert all(np.all(np.isfinite(np.asarray(v))) for v in grads.values())
+
+
+# ----------------------------------------------------------------- estimator
+def _fit_unit_test(make, n_heads, seed, assumption="standard-mil"):
+    data = dict(n_bags=400, bag_size=(8, 16), random_state=seed)
+    Xtr, ytr, _ = make(split="train", **data)
+    Xte, yte, kinds = make(split="test", **data)
+    clf = DiagAttClassifier(n_heads, **{**MIL, "assumption": assumption}).fit(Xtr, ytr)
+    pos = np.flatnonzero(yte == 1)
+    picked = clf.localize([Xte[i] for i in pos])
+    hits = [np.all(kinds[i][rows] > 0) for i, rows in zip(pos, picked)]
+    return roc_auc_score(yte, clf.decision_function(Xte)), np.mean(hits)
+
+
+@pytest.mark.parametrize("make, n_heads", [(make_mil_presence, 1), (make_mil_multi_concept, 2)])
+def test_standard_mil_passes_the_poisoned_unit_tests(make, n_heads):
+    auc, localized = _fit_unit_test(make, n_heads, seed=0)
+    assert auc >= 0.95 and localized >= 0.95
+
+
+def test_individualized_mode_uses_the_poison():
+    # The poison predicts "negative" in training: the default mode may (and
+    # does) use it, and then ranks the poisoned positive test bags lowest.
+    auc, _ = _fit_unit_test(make_mil_multi_concept, 2, seed=0, assumption="individualized")
+    assert auc < 0.3
+
+
+def test_standard_mil_model_has_no_value_vectors_and_is_reproducible():
+    X, y, _ = make_mil_presence(60, random_state=1, **SMALL)
+    kw = dict(MIL, n_heads=2, max_iter=2, calibration_iter=1)
+    a = DiagAttClassifier(**kw).fit(X, y)
+    b = clone(a).fit(X, y)
+    assert "V" not in a.params_ and a.params_["b"].shape == (2,)
+    assert np.array_equal(a.decision_function(X), b.decision_function(X))
+    assert all(w.shape == (2, x.shape[0]) for w, x in zip(a.attention(X[:3]), X[:3]))
+    assert a.linear_score_.shape == (2, 4)
+    a.partial_fit(X, y)
+    assert np.all(np.isfinite(a.predict_proba(X)))
+
+
+def test_standard_mil_errors_name_what_does_not_apply():
+    X, y, _ = make_mil_presence(40, random_state=0, **SMALL)
+    with pytest.raises(ValueError, match="exactly two classes"):
+        DiagAttClassifier(**MIL, max_iter=1).fit(X, np.arange(40) % 3)
+    for name in ("value_refit", "exclusive_heads"):
+        with pytest.raises(ValueError, match=f"{name}=True has no meaning"):
+            DiagAttClassifier(**MIL, **{name: True}).fit(X, y)
+    with pytest.raises(ValueError, match="assumption must be one of"):
+        DiagAttClassifier(assumption="mil").fit(X, y)
+    with pytest.raises(ValueError, match="assumption must be one of"):
+        DiagAttRegressor(assumption="standard-mil").fit(X, y.astype(float))
+    clf = DiagAttClassifier(**MIL, max_iter=1, calibration_iter=0).fit(X, y)
+    with pytest.raises(ValueError, match="not defined under assumption='standard-mil'"):
+        clf.row_contributions(X)
+    with pytest.raises(ValueError, match="not defined under assumption='standard-mil'"):
+        clf.localize(X, by="contribution")
