@@ -3,10 +3,10 @@
 Model selection runs on a Dask cluster through joblib's Dask backend
 (``joblib.parallel_config(backend="dask")``); what it ships to the workers is
 the estimators themselves, whose pickles hold NumPy arrays only.
-:class:`JaxThreads` gives each worker process's JAX its share of the cores,
-and :func:`iter_dask_chunks` reads the chunks of ``fit_chunks`` /
-``partial_fit`` from a Dask bag or a list of ``dask.delayed`` objects, one
-at a time and in order.  Everything here needs the ``distributed`` extra
+:class:`JaxWorker` gives each worker process's JAX its share of the cores
+and a compilation cache the workers share, and :func:`iter_dask_chunks`
+reads the chunks of ``fit_chunks`` / ``partial_fit`` from a Dask bag or a
+list of ``dask.delayed`` objects, one at a time and in order.  Everything here needs the ``distributed`` extra
 (``pip install -e ".[distributed]"``); ``docs/scaling_out.md`` has the
 recipes.
 """
@@ -24,7 +24,7 @@ try:  # The plugin base class of dask.distributed, when it is installed.
 except ImportError:  # pragma: no cover - the extra is missing
     _WorkerPlugin = object
 
-__all__ = ["JaxThreads", "iter_dask_chunks", "worker_cpus"]
+__all__ = ["JaxWorker", "iter_dask_chunks", "worker_cpus"]
 
 
 def worker_cpus(cpus, index, threads=1):
@@ -68,8 +68,8 @@ def _worker_index(name):
     return int(m.group(1)) if m else zlib.crc32(str(name).encode())
 
 
-class JaxThreads(_WorkerPlugin):
-    """Dask worker plugin: each worker process's JAX computes on ``threads`` cores.
+class JaxWorker(_WorkerPlugin):
+    """Dask worker plugin: each worker process's JAX on its own cores, sharing compiled programs.
 
     XLA's CPU client sizes its thread pool from the cores the process may run
     on (its CPU affinity) when JAX starts, not from ``XLA_FLAGS`` or
@@ -77,9 +77,18 @@ class JaxThreads(_WorkerPlugin):
     large as the machine, and two such workers on two cores fight over both.
     The plugin restricts each worker process (all its threads) to its own
     block of ``threads`` cores, the worker's position on its machine picking
-    the block (:func:`worker_cpus`).  Register it before any JAX work runs on
-    the workers: ``client.register_plugin(JaxThreads())``; workers that join
-    later get it when they start.
+    the block (:func:`worker_cpus`).
+
+    Every process compiles its own programs, and a grid search of small fits
+    spends most of its time compiling: with ``cache_dir`` the workers keep
+    their compiled programs in JAX's persistent compilation cache there, and
+    a worker loads what another one (or an earlier search) compiled instead
+    of compiling it again.  The folder must be one all workers can reach (a
+    local folder for a ``LocalCluster``, a shared file system otherwise).
+
+    Register the plugin before any JAX work runs on the workers:
+    ``client.register_plugin(JaxWorker())``; workers that join later get it
+    when they start.
 
     Parameters
     ----------
@@ -87,30 +96,44 @@ class JaxThreads(_WorkerPlugin):
         Cores per worker process.  With ``threads_per_worker=1`` (one task at a
         time per worker) one core each runs ``n_workers`` fits side by side
         without oversubscription.
+    cache_dir : str or path-like, optional
+        JAX's persistent compilation cache for the workers (every program
+        cached, however fast it compiled).  None leaves JAX's setting as it is.
 
     Notes
     -----
-    Linux only (``os.sched_setaffinity``); elsewhere the plugin warns and
-    leaves the workers as they are.  A worker whose JAX has already started
-    keeps its pool: the plugin warns, and ``client.restart()`` applies it.
-    Worker positions come from the worker names (:func:`worker_cpus`); workers
-    with other names are spread by a hash of the name, so two may share a core.
+    Pinning is Linux only (``os.sched_setaffinity``); elsewhere the plugin
+    warns and leaves the cores as they are.  A worker whose JAX has already
+    started keeps its pool: the plugin warns, and ``client.restart()`` applies
+    it.  Worker positions come from the worker names (:func:`worker_cpus`);
+    workers with other names are spread by a hash of the name, so two may share
+    a core.  Cached programs give the results of programs compiled afresh, bit
+    for bit.
 
     Examples
     --------
-    >>> JaxThreads(threads=2).threads
+    >>> JaxWorker(threads=2).threads
     2
     """
 
-    name = "skdiagatt-jax-threads"
+    name = "skdiagatt-jax-worker"
 
-    def __init__(self, threads=1):
+    def __init__(self, threads=1, cache_dir=None):
         _check_positive_int(threads, "threads")
         self.threads = threads
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
 
     def setup(self, worker):
+        if self.cache_dir is not None:
+            import jax
+
+            jax.config.update("jax_compilation_cache_dir", self.cache_dir)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        self._pin(worker)
+
+    def _pin(self, worker):
         if not hasattr(os, "sched_setaffinity"):
-            warnings.warn("JaxThreads needs os.sched_setaffinity (Linux): workers left as they are",
+            warnings.warn("JaxWorker needs os.sched_setaffinity (Linux): workers left as they are",
                           RuntimeWarning, stacklevel=2)
             return
         started = getattr(sys.modules.get("jax._src.xla_bridge"), "backends_are_initialized", None)

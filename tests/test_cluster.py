@@ -19,7 +19,7 @@ from dask.distributed import Client, LocalCluster
 from sklearn.model_selection import GridSearchCV, RandomizedSearchCV, cross_validate
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
-from skdiagatt.cluster import JaxThreads, iter_dask_chunks, worker_cpus
+from skdiagatt.cluster import JaxWorker, iter_dask_chunks, worker_cpus
 from skdiagatt.datasets import make_individualized_regression
 
 FAST = dict(max_iter=2, calibration_iter=1, batch_size=16, random_state=0)
@@ -34,10 +34,15 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def client():
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("jax_cache")
+
+
+@pytest.fixture(scope="module")
+def client(cache_dir):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        client.register_plugin(JaxThreads())
+        client.register_plugin(JaxWorker(cache_dir=cache_dir))
         yield client
 
 
@@ -98,7 +103,7 @@ def test_worker_cpus_split_the_machine():
     assert sorted(worker_cpus([0, 2, 4, 6], 1, threads=2)) == [4, 6]
     assert sorted(worker_cpus([3], 5, threads=2)) == [3]
     with pytest.raises(ValueError, match="threads"):
-        JaxThreads(threads=0)
+        JaxWorker(threads=0)
 
 
 def _busy_threads():
@@ -129,7 +134,7 @@ def _scores(cv_results):
     return {k: v for k, v in cv_results.items() if "test_score" in k or k == "params"}
 
 
-def test_grid_search_on_the_cluster_equals_one_job(client, data):
+def test_grid_search_on_the_cluster_equals_one_job(client, data, cache_dir):
     X, y = data
     grid = {"alpha": [1e-3, 1e-1]}
     local = GridSearchCV(DiagAttRegressor(**FAST), grid, cv=2, n_jobs=1).fit(X, y)
@@ -140,6 +145,7 @@ def test_grid_search_on_the_cluster_equals_one_job(client, data):
     for k, v in _scores(local.cv_results_).items():
         np.testing.assert_array_equal(remote.cv_results_[k], v, err_msg=k)
     assert remote.best_params_ == local.best_params_
+    assert any(cache_dir.iterdir())  # the workers' compiled programs, shared
     local_random = RandomizedSearchCV(DiagAttRegressor(**FAST), {"alpha": [1e-3, 1e-2, 1e-1]},
                                       n_iter=2, cv=2, random_state=0, n_jobs=1).fit(X, y)
     for k, v in _scores(local_random.cv_results_).items():
@@ -194,7 +200,8 @@ def test_each_pass_reads_the_shards_lazily_in_order(data, shards):
         read.append(paths[0])
         return _load(paths)
 
-    est = DiagAttRegressor(**FAST).fit_chunks([dask.delayed(load)(p) for p in shards])
+    with dask.config.set(scheduler="sync"):  # in this process, to see the reads
+        est = DiagAttRegressor(**FAST).fit_chunks([dask.delayed(load)(p) for p in shards])
     passes = len(read) // len(shards)
     assert passes >= 2 and read == [p for p, _ in shards] * passes
     assert est.n_iter_ == FAST["max_iter"] + FAST["calibration_iter"]
