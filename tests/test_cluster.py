@@ -9,6 +9,8 @@ measured by ``benchmarks/bench_dask.py`` (``docs/scaling.md``).
 import io
 import os
 import pickle
+import re
+from pathlib import Path
 
 import dask
 import dask.bag as db
@@ -233,3 +235,21 @@ def test_bad_dask_sources_are_named(data, shards):
                                              dask.delayed((X[:4, :, :2], np.zeros(4)))])
     with pytest.raises(TypeError, match="source must be"):
         next(iter_dask_chunks([(X, X)]))
+
+
+# ------------------------------------------------------------ the docs page
+def _recipes():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "scaling_out.md").read_text()
+    return re.findall(r"```python\n(.*?)```", page, re.S)
+
+
+def test_scaling_out_recipes_are_python_and_the_streaming_one_runs():
+    recipes = _recipes()
+    assert len(recipes) == 2
+    for code in recipes:
+        compile(code, "docs/scaling_out.md", "exec")
+    # The cluster recipe starts its own workers (run by hand and by the benchmark);
+    # the streaming recipe runs here as written.
+    assert "LocalCluster" in recipes[0] and "LocalCluster" not in recipes[1]
+    with dask.config.set(scheduler="sync"):
+        exec(compile(recipes[1], "docs/scaling_out.md", "exec"), {"__name__": "recipe"})
