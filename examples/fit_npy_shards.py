@@ -5,8 +5,8 @@ Streaming fit from a folder of .npy shards with Dask
 The training data are a folder of shards, ``X_0000.npy`` / ``y_0000.npy``,
 ``X_0001.npy`` / ... (each a 3-D array of samples and their targets), read
 lazily through a Dask bag: ``fit_chunks`` computes one shard at a time, in
-the folder's order, on every pass over the data (one pass to gather the
-statistics it standardizes with, then one per epoch), so the process holds
+the folder's order, on every pass over the data (first for the row
+statistics and the targets, then once per epoch), so the process holds
 one shard in memory however large the folder is.  The same shards as an
 in-memory list of ``(X, y)`` pairs give the same model, bit for bit.
 
