@@ -15,7 +15,7 @@ script prints the folder's size, one shard's size and how much the fit
 raised the process's peak resident memory, then the fitted model's R^2 on a
 held-out shard.
 
-Run (one command; about a minute on 2 shared CPU cores with the defaults)::
+Run (one command)::
 
     python examples/fit_npy_shards.py [--folder DIR] [--shards 24] [--per-shard 4000]
 
