@@ -20,8 +20,8 @@ Run (one command)::
     python examples/fit_npy_shards.py [--folder DIR] [--shards 24] [--per-shard 4000]
 
 Without ``--folder`` the shards are simulated into a temporary folder, which
-is removed at the end; with it, shards already there are used as they are
-(any others are simulated first).
+is removed at the end; with it, the shards already there are used as they
+are (an empty folder is filled with simulated shards first).
 """
 
 # %%
@@ -29,11 +29,13 @@ is removed at the end; with it, shards already there are used as they are
 # ------------------------
 import argparse
 import glob
+import multiprocessing
 import os
 import resource
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import dask.bag as db
 import numpy as np
@@ -45,7 +47,7 @@ from skdiagatt.datasets import make_individualized_regression
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--folder", help="folder of shards (default: a temporary folder)")
-    p.add_argument("--shards", type=int, default=24, help="shards to simulate if missing")
+    p.add_argument("--shards", type=int, default=24, help="shards to simulate")
     p.add_argument("--per-shard", type=int, default=4000, help="samples per simulated shard")
     p.add_argument("--epochs", type=int, default=5)
     return p.parse_args(argv)
@@ -54,17 +56,17 @@ def parse(argv):
 # %%
 # Shards on disk
 # --------------
-# Each shard is simulated and saved on its own, so writing the folder never
-# holds more than one shard either.  The last shard is held out for scoring.
+# All shards come from one simulation (one true model), split into files.  It
+# runs in a child process, so that this process's memory is the fit's alone;
+# the last shard is held out for scoring.
 def write_shards(folder, n_shards, per_shard):
+    X, y, _, _ = make_individualized_regression(n_shards * per_shard, n_rows=16, n_features=8,
+                                                random_state=0)
+    X = np.stack(X).astype(np.float32)
     for k in range(n_shards):
-        path = os.path.join(folder, f"X_{k:04d}.npy")
-        if os.path.exists(path):
-            continue
-        X, y, _, _ = make_individualized_regression(per_shard, n_rows=16, n_features=8,
-                                                    random_state=k)
-        np.save(path, np.stack(X).astype(np.float32))
-        np.save(os.path.join(folder, f"y_{k:04d}.npy"), y)
+        part = slice(k * per_shard, (k + 1) * per_shard)
+        np.save(os.path.join(folder, f"X_{k:04d}.npy"), X[part])
+        np.save(os.path.join(folder, f"y_{k:04d}.npy"), y[part])
 
 
 class Progress:
@@ -105,7 +107,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or tmp
         os.makedirs(folder, exist_ok=True)
-        write_shards(folder, args.shards, args.per_shard)
+        if not glob.glob(os.path.join(folder, "X_*.npy")):
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                pool.submit(write_shards, folder, args.shards, args.per_shard).result()
         before = _peak_mib()
         est, paths, r2 = fit(folder, args.epochs)
         sizes = [os.path.getsize(p) + os.path.getsize(p.replace("X_", "y_")) for p in paths]
