@@ -128,6 +128,9 @@ def chunk_factory(chunks, y=None, chunk_size=None):
           array (``np.memmap`` included) and ``y_k`` its targets;
         * a callable ``chunks()`` returning a fresh iterator of such pairs
           (called once per pass over the data, so generators work);
+        * a ``dask.bag.Bag`` whose elements are such pairs, or a list of
+          ``dask.delayed`` pairs: each pass computes them one at a time, in
+          order (:func:`skdiagatt.cluster.iter_dask_chunks`);
         * with ``y`` given: the samples ``X`` themselves (a 3-D array or
           memory-mapped array, or a list), read ``chunk_size`` samples at a
           time -- slicing a memmap reads only that slice from disk.
@@ -156,6 +159,12 @@ def chunk_factory(chunks, y=None, chunk_size=None):
         return make
     if chunk_size is not None:
         raise ValueError("chunk_size is used only with fit_chunks(X, y, chunk_size=...)")
+    from .cluster import _dask_reader  # here: cluster imports this module
+
+    # Before the callable case: a dask.delayed object is callable too.
+    lazy = _dask_reader(chunks)
+    if lazy is not None:
+        return lazy
     if callable(chunks):
         return chunks
     if isinstance(chunks, (list, tuple)):
@@ -165,7 +174,8 @@ def chunk_factory(chunks, y=None, chunk_size=None):
         return lambda: iter(chunks)
     raise TypeError(
         "chunks must be a list of (X, y) pairs, a callable returning an iterator of "
-        "(X, y) pairs, or the samples X with y=... (and chunk_size=...)"
+        "(X, y) pairs, a Dask bag or list of delayed (X, y) pairs, or the samples X "
+        "with y=... (and chunk_size=...)"
     )
 
 

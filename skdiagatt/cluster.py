@@ -1,0 +1,242 @@
+"""Scaling out on Dask: JAX's threads in worker processes, chunks from Dask collections.
+
+Model selection runs on a Dask cluster through joblib's Dask backend
+(``joblib.parallel_config(backend="dask")``); what it ships to the workers is
+the estimators themselves, whose pickles hold NumPy arrays only.
+:class:`JaxWorker` gives each worker process's JAX its share of the cores
+and a compilation cache the workers share, and :func:`iter_dask_chunks`
+reads the chunks of ``fit_chunks`` / ``partial_fit`` from a Dask bag or a
+list of ``dask.delayed`` objects, one at a time and in order.  Everything here needs the ``distributed`` extra
+(``pip install -e ".[distributed]"``); ``docs/scaling_out.md`` has the
+recipes.
+"""
+
+import os
+import re
+import sys
+import warnings
+import zlib
+
+from ._base import _check_positive_int
+
+try:  # The plugin base class of dask.distributed, when it is installed.
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
+except ImportError:  # pragma: no cover - the extra is missing
+    _WorkerPlugin = object
+
+__all__ = ["JaxWorker", "iter_dask_chunks", "worker_cpus"]
+
+
+def worker_cpus(cpus, index, threads=1):
+    """The cores a worker process is given: block ``index`` of ``threads`` cores.
+
+    Parameters
+    ----------
+    cpus : sequence of int
+        The cores the machine's workers share (the process's affinity).
+    index : int
+        The worker's position on its machine; blocks wrap around when there are
+        more workers than blocks.
+    threads : int, default=1
+
+    Returns
+    -------
+    set of int
+
+    Examples
+    --------
+    >>> sorted(worker_cpus([0, 1, 2, 3], index=1))
+    [1]
+    >>> sorted(worker_cpus([0, 1, 2, 3], index=1, threads=2))
+    [2, 3]
+    >>> sorted(worker_cpus([0, 1], index=3))
+    [1]
+    """
+    _check_positive_int(threads, "threads")
+    cpus = sorted(cpus)
+    if threads >= len(cpus):
+        return set(cpus)
+    blocks = len(cpus) // threads
+    start = (index % blocks) * threads
+    return set(cpus[start : start + threads])
+
+
+def _worker_index(name):
+    """A worker's position from its name: LocalCluster names workers 0, 1, ...,
+    ``dask worker --nworkers`` appends ``-0``, ``-1``, ...; any other name hashes."""
+    m = re.fullmatch(r"(?:.*-)?(\d+)", str(name))
+    return int(m.group(1)) if m else zlib.crc32(str(name).encode())
+
+
+class JaxWorker(_WorkerPlugin):
+    """Dask worker plugin: each worker process's JAX on its own cores, sharing compiled programs.
+
+    XLA's CPU client sizes its thread pool from the cores the process may run
+    on (its CPU affinity) when JAX starts, not from ``XLA_FLAGS`` or
+    ``OMP_NUM_THREADS``: every worker process would otherwise start a pool as
+    large as the machine, and two such workers on two cores fight over both.
+    The plugin restricts each worker process (all its threads) to its own
+    block of ``threads`` cores, the worker's position on its machine picking
+    the block (:func:`worker_cpus`).
+
+    Every process compiles its own programs, and a grid search of small fits
+    spends most of its time compiling: with ``cache_dir`` the workers keep
+    their compiled programs in JAX's persistent compilation cache there, and
+    a worker loads what another one (or an earlier search) compiled instead
+    of compiling it again.  The folder must be one all workers can reach (a
+    local folder for a ``LocalCluster``, a shared file system otherwise).
+
+    Register the plugin before any JAX work runs on the workers:
+    ``client.register_plugin(JaxWorker())``; workers that join later get it
+    when they start.
+
+    Parameters
+    ----------
+    threads : int, default=1
+        Cores per worker process.  With ``threads_per_worker=1`` (one task at a
+        time per worker) one core each runs ``n_workers`` fits side by side
+        without oversubscription.
+    cache_dir : str or path-like, optional
+        JAX's persistent compilation cache for the workers (every program
+        cached, however fast it compiled).  None leaves JAX's setting as it is.
+
+    Notes
+    -----
+    Pinning is Linux only (``os.sched_setaffinity``); elsewhere the plugin
+    warns and leaves the cores as they are.  A worker whose JAX has already
+    started keeps its pool: the plugin warns, and ``client.restart()`` applies
+    it.  Worker positions come from the worker names (:func:`worker_cpus`);
+    workers with other names are spread by a hash of the name, so two may share
+    a core.  Cached programs give the results of programs compiled afresh, bit
+    for bit.
+
+    Examples
+    --------
+    >>> JaxWorker(threads=2).threads
+    2
+    """
+
+    name = "skdiagatt-jax-worker"
+
+    def __init__(self, threads=1, cache_dir=None):
+        _check_positive_int(threads, "threads")
+        self.threads = threads
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+
+    def setup(self, worker):
+        if self.cache_dir is not None:
+            import jax
+
+            jax.config.update("jax_compilation_cache_dir", self.cache_dir)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        self._pin(worker)
+
+    def _pin(self, worker):
+        if not hasattr(os, "sched_setaffinity"):
+            warnings.warn("JaxWorker needs os.sched_setaffinity (Linux): workers left as they are",
+                          RuntimeWarning, stacklevel=2)
+            return
+        started = getattr(sys.modules.get("jax._src.xla_bridge"), "backends_are_initialized", None)
+        if started is not None and started():
+            warnings.warn(f"JAX already started on worker {worker.name}: its thread pool keeps "
+                          "its size until the worker restarts (client.restart())",
+                          RuntimeWarning, stacklevel=2)
+        cpus = worker_cpus(os.sched_getaffinity(0), _worker_index(worker.name), self.threads)
+        # The affinity of a thread, inherited by the threads it starts: set it
+        # on every thread, the task threads that start JAX included.
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except ProcessLookupError:  # the thread ended meanwhile
+                pass
+
+
+# ------------------------------------------------------------------ chunks
+def _is_collection(obj):
+    dask = sys.modules.get("dask")
+    return dask is not None and dask.is_dask_collection(obj)
+
+
+def _holds_dask(chunks):
+    """Whether ``chunks`` is, or lists, Dask collections (without importing Dask:
+    no collection exists unless Dask was imported)."""
+    if "dask" not in sys.modules:
+        return False
+    if _is_collection(chunks):
+        return True
+    if not isinstance(chunks, (list, tuple)):
+        return False
+    return any(_is_collection(c) or (isinstance(c, (list, tuple)) and any(map(_is_collection, c)))
+               for c in chunks)
+
+
+def _dask_reader(chunks):
+    """``make()`` over the chunks of a Dask source, or None when ``chunks`` holds none."""
+    if not _holds_dask(chunks):
+        return None
+    import dask
+    import dask.bag
+
+    if isinstance(chunks, dask.bag.Bag):
+        partitions = chunks.to_delayed()
+
+        def make():
+            # One partition in memory at a time; its elements are the chunks.
+            for part in partitions:
+                yield from part.compute()
+
+        return make
+    if _is_collection(chunks):
+        raise TypeError(
+            "a Dask source of chunks must be a dask.bag.Bag of (X, y) pairs or a list of "
+            f"dask.delayed (X, y) pairs, got a {type(chunks).__name__}"
+        )
+
+    def make():
+        for chunk in chunks:
+            # compute() walks (X, y) tuples: a delayed pair, or a pair of delayed parts.
+            yield dask.compute(chunk)[0]
+
+    return make
+
+
+def iter_dask_chunks(source):
+    """Iterate over the ``(X_k, y_k)`` chunks of a Dask source, in order, computing one at a time.
+
+    ``fit_chunks`` reads such a source itself; this is the loop for
+    ``partial_fit``.  Chunks are computed with Dask's current scheduler (on the
+    cluster's workers when a ``distributed.Client`` is active) and only the
+    chunk being read is held in memory (a bag's whole partition).
+
+    Parameters
+    ----------
+    source : dask.bag.Bag or list
+        A bag whose elements are ``(X_k, y_k)`` pairs, or a list of
+        ``dask.delayed`` pairs (or of pairs of delayed parts).
+
+    Yields
+    ------
+    X_k, y_k
+        The computed chunk.
+
+    Examples
+    --------
+    >>> import dask
+    >>> import numpy as np
+    >>> from skdiagatt import DiagAttRegressor
+    >>> shard = dask.delayed(lambda seed: (np.random.RandomState(seed).randn(16, 5, 3),
+    ...                                    np.random.RandomState(seed).randn(16)))
+    >>> chunks = [shard(k) for k in range(3)]
+    >>> est = DiagAttRegressor(max_iter=2, random_state=0)
+    >>> for X_k, y_k in iter_dask_chunks(chunks):
+    ...     est = est.partial_fit(X_k, y_k)
+    >>> est.n_iter_
+    3
+    """
+    make = _dask_reader(source)
+    if make is None:
+        raise TypeError(
+            "source must be a dask.bag.Bag of (X, y) pairs or a list of dask.delayed (X, y) "
+            f"pairs, got {type(source).__name__}"
+        )
+    return make()
