@@ -1,6 +1,7 @@
 """NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
 
 import math
+import numbers
 from functools import partial
 
 import jax
@@ -20,7 +21,7 @@ from ._base import (
 )
 from ._ragged import COARSE, check_ragged
 from ._training import fit_loop, training_data
-from .kernels.attention import prefix_to_state
+from ._prefix_state import random_prefix_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 
@@ -77,8 +78,17 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
         as in the authors' public code, dimension d_h.
     degree : int, default=2
         Taylor degree.
-    prefix_length : int, default=1024
-        m, the length of the random prefix that ``init="prefix"`` compresses.
+    prefix_length : int or np.inf, default=1024
+        m, the length of the random prefix ``P ~ N(0, I)`` that
+        ``init="prefix"`` compresses; any length costs the same memory.  Up to
+        2^16 rows are drawn from ``random_state`` a block at a time and
+        summed.  Longer prefixes are ``m`` times the exact expectation of one
+        row's ``(phi(k) v^T, phi(k))`` plus the fluctuation of 2^16 drawn rows
+        about it scaled by ``sqrt(m / 2^16)``: the mean and covariance of the
+        sum of m rows.  ``np.inf`` is the limit of the state divided by m,
+        the expectation of one row: a prefix of infinitely many rows whose
+        attention weight together is that of a single row of average key
+        and value.
     init : {"prefix", "zeros"}, default="prefix"
         ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4);
         ``"zeros"``: start as plain attention.
@@ -195,7 +205,10 @@ validation_fraction, random_state, verbose, warm_start
         if self.feature_map not in ("taylor", "elu"):
             raise ValueError(f"feature_map must be 'taylor' or 'elu', got {self.feature_map!r}")
         _check_positive_int(self.degree, "degree")
-        _check_positive_int(self.prefix_length, "prefix_length")
+        m = self.prefix_length
+        if not (isinstance(m, (numbers.Integral, float)) and not isinstance(m, bool) and (m == np.inf or (
+                isinstance(m, numbers.Integral) and m >= 1))):
+            raise ValueError(f"prefix_length must be an integer >= 1 or np.inf, got {m!r}")
         if self.init not in ("prefix", "zeros"):
             raise ValueError(f"init must be 'prefix' or 'zeros', got {self.init!r}")
         if self.pooling not in ("mean", "first", None):
@@ -208,7 +221,9 @@ validation_fraction, random_state, verbose, warm_start
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
         if isinstance(self.state_scale, str):
-            return math.sqrt(self.prefix_length) if self.init == "prefix" else 1.0
+            if self.init == "prefix" and not math.isinf(self.prefix_length):
+                return math.sqrt(self.prefix_length)
+            return 1.0
         return float(self.state_scale)
 
     def _projections(self, d, rng):
@@ -463,9 +478,8 @@ validation_fraction, random_state, verbose, warm_start
         dv = frozen["W_V"].shape[-1]
         r = feature_dim(self.feature_map, dh, self.degree)
         if self.init == "prefix":
-            P = rng.standard_normal((self.prefix_length, d)).astype(np.float32)
-            Z, k = prefix_to_state(P, frozen["W_K"], frozen["W_V"], self.feature_map, self.degree)
-            Z, k = np.asarray(Z), np.asarray(k)
+            Z, k = random_prefix_state(self.prefix_length, frozen["W_K"], frozen["W_V"],
+                                       self.feature_map, int(self.degree), rng)
         else:
             Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, r), np.float32)
         return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}
