@@ -308,3 +308,32 @@ def test_prefix_of_any_length_in_bounded_memory(data):
     for bad in (0, 2.5, -np.inf, "long", True):
         with pytest.raises(ValueError, match="prefix_length"):
             NTKPrefixRegressor(prefix_length=bad, max_iter=1).fit(X, y)
+
+
+def test_varpro_solves_the_readout_and_z_exactly(data):
+    """solver='varpro': the fitted model predicts what the exact ridge solution does, fits the
+    training data better than Adam in as many passes, and is reproducible."""
+    from skdiagatt.kernels.ntk_varpro import ntk_design
+
+    X, y = data
+    common = dict(n_heads=2, head_dim=3, max_iter=8, prefix_length=32, random_state=0)
+    est = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
+    adam = NTKPrefixRegressor(**common).fit(X, y)
+    assert est.score(X, y) > adam.score(X, y)
+    # The loss curve's last value is the ridge optimum; the forward pass reproduces it.
+    b = make_buckets(X, COARSE).buckets[0]
+    F = ntk_design(jnp.asarray(est.params_["k"]), est.attention_weights_, jnp.asarray(b.X), jnp.asarray(b.where),
+                   est._config())
+    p = np.asarray(F @ jnp.concatenate([est.params_["W_out"], est.params_["Z"][0] @ est.params_["W_out"][:3],
+                                        est.params_["Z"][1] @ est.params_["W_out"][3:]]))
+    np.testing.assert_allclose(est.predict([X[i] for i in b.index]),
+                               (p[:, 0] + est.params_["b"][0]) * est.y_scale_[0] + est.y_mean_[0], rtol=1e-4, atol=1e-4)
+    assert est.loss_curve_[-1] <= est.loss_curve_[0]
+    again = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    with pytest.raises(ValueError, match="solver"):
+        NTKPrefixRegressor(solver="sgd", **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="train_state"):
+        NTKPrefixRegressor(solver="varpro", train_state=False, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="targets"):
+        NTKPrefixRegressor(solver="varpro", head_dim=1, **FAST).fit(X, np.c_[y, y])
