@@ -38,11 +38,13 @@ DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
 M_INIT = 1024
 
 
-def make_data(n, d, H, true_prefix, seed):
+def make_data(n, d, H, true_prefix, seed, shift=1.5, return_clean=False):
+    """Samples, noisy targets and projections; with ``return_clean`` also the noiseless targets
+    (what the generating model predicts)."""
     rng = np.random.RandomState(seed)
     dh = d // H
     W = {k: (rng.randn(H, d, dh) / np.sqrt(d)).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
-    P = (rng.randn(true_prefix, d) + 1.5).astype(np.float32)
+    P = (rng.randn(true_prefix, d) + shift).astype(np.float32)
     X = [rng.randn(rng.randint(8, 33), d).astype(np.float32) for _ in range(n)]
     beta = rng.randn(H * dh)
     y = np.empty(n)
@@ -51,8 +53,9 @@ def make_data(n, d, H, true_prefix, seed):
                                         W["W_Q"], W["W_K"], W["W_V"]))
         pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / b.where.sum(1, keepdims=True)
         y[b.index] = pooled @ beta
-    y = (y - y.mean()) / y.std() + 0.1 * rng.randn(n)
-    return X, y, W
+    clean = (y - y.mean()) / y.std()
+    y = clean + 0.1 * rng.randn(n)
+    return (X, y, W, clean) if return_clean else (X, y, W)
 
 
 def prefix_share(est, X):

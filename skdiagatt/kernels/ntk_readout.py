@@ -16,7 +16,7 @@ from ._matmul import matmul
 from .attention import attention_weights, key_attention_mass, ntk_attention, prefix_attention
 from .losses import gaussian_loglik
 
-__all__ = ["pool_rows", "ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
+__all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
 
 
 def _attend(params, frozen, X, where, config, Z, k, W_V):

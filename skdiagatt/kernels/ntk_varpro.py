@@ -33,7 +33,7 @@ from ._matmul import matmul
 from .attention import ntk_attention
 from .ntk_readout import pool_rows
 
-__all__ = ["ntk_design", "design_moments", "merge_moments", "ridge_from_moments", "varpro_loss", "state_from_ridge"]
+__all__ = ["ntk_design", "varpro_loss"]
 
 
 def ntk_design(k, frozen, X, where, config):
@@ -170,8 +170,47 @@ def ridge_from_moments(mom, alpha):
 def varpro_loss(k, frozen, batches, config, alpha):
     """``L(k)``: the training loss with the read-out and ``Z`` at their exact minimum.
 
-    ``batches`` is a sequence of batch dicts (see :func:`design_moments`)
-    covering the training data; their moments are summed.
+    Parameters
+    ----------
+    k : array, shape (H, r)
+    frozen : dict
+        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v).
+    batches : sequence of dict
+        Batches covering the training data (see :func:`design_moments`);
+        their moments are merged.
+    config : tuple
+        ``(feature_map, degree, causal, pooling)``, static.
+    alpha : float
+        Ridge penalty relative to the design's scale.
+
+    Returns
+    -------
+    scalar
+
+    Examples
+    --------
+    Splitting the data into batches does not change the loss, and no read-out
+    does better than the one it solves for:
+
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from skdiagatt.kernels.ntk_readout import ntk_readout_loss
+    >>> from skdiagatt.kernels.ntk_varpro import varpro_loss
+    >>> rng = np.random.default_rng(0)
+    >>> X = jnp.asarray(rng.standard_normal((6, 3, 4)), jnp.float32)
+    >>> where, y, w = jnp.ones((6, 3), bool), jnp.asarray(rng.standard_normal((6, 1)), jnp.float32), jnp.ones(6)
+    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 1, 4, 2)), jnp.float32)
+    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V}
+    >>> k = jnp.abs(jnp.asarray(rng.standard_normal((1, 6)), jnp.float32))
+    >>> config = ("taylor", 2, False, "mean")
+    >>> whole = varpro_loss(k, frozen, [{"X": X, "where": where, "y": y, "w": w}], config, 0.0)
+    >>> halves = [{"X": X[s], "where": where[s], "y": y[s], "w": w[s]} for s in (slice(0, 3), slice(3, 6))]
+    >>> bool(np.isclose(whole, varpro_loss(k, frozen, halves, config, 0.0), atol=1e-5))
+    True
+    >>> Z = jnp.asarray(rng.standard_normal((1, 6, 2)), jnp.float32)
+    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((2, 1)), "b": jnp.zeros(1)}
+    >>> other = ntk_readout_loss(params, {**frozen, "alpha": 0.0}, {"X": X, "where": where, "y": y, "w": w}, config)
+    >>> bool(whole <= other)
+    True
     """
     mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
     return ridge_from_moments(mom, alpha)[2]
