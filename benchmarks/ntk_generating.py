@@ -14,21 +14,18 @@ the explicit trainable prefix of 100 rows.
 
 import argparse
 import os
-import platform
 import sys
 import time
 
-import jax
 import numpy as np
 from sklearn.metrics import r2_score
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ntk_learning import make_data  # noqa: E402
+from ntk_learning import make_data, page_head, write_page  # noqa: E402
 
 from skdiagatt import NTKPrefixRegressor  # noqa: E402
 from skdiagatt.baselines.prefix_tuning import PrefixTuningRegressor  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
 GEN = "generating model"
 P100 = "explicit prefix, m=100"
 
@@ -79,17 +76,9 @@ def main(argv=None):
         checks.append((beats == n, f"{label}: at least the explicit prefix of 100 rows in {beats} of {n} data sets"))
     for ok, msg in checks:
         print(("PASS  " if ok else "FAIL  ") + msg)
-    command = "python benchmarks/ntk_generating.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = "\n".join([
-        "# Does NTK-Attention reach the generating model? (paper 001)",
-        "",
+        *page_head("# Does NTK-Attention reach the generating model? (paper 001)", "ntk_generating.py", argv, start),
         "Written by `benchmarks/ntk_generating.py`; do not edit by hand.",
-        "",
-        f"Command: `{command.strip()}`",
-        "",
-        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__} ({jax.default_backend()})",
-        "",
-        f"Wall time: {time.perf_counter() - start:.0f} s",
         "",
         f"Data: {n_train} train / {n_test} test samples of 8-32 rows, d = {d}, {H} heads of d_h = {d // H}; targets "
         f"from exact attention over a hidden prefix of {args.true_prefix} rows N(shift, I), mean pooled, a random "
@@ -112,11 +101,7 @@ def main(argv=None):
         "```",
         "",
     ])
-    os.makedirs(DOCS, exist_ok=True)
-    out = os.path.join(DOCS, "ntk_generating_quick.md" if args.quick else "ntk_generating.md")
-    with open(out, "w") as fh:
-        fh.write(text)
-    print(f"wrote {out}")
+    write_page(text, "ntk_generating", args.quick)
 
 
 if __name__ == "__main__":
