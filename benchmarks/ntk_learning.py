@@ -38,11 +38,13 @@ DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
 M_INIT = 1024
 
 
-def make_data(n, d, H, true_prefix, seed):
+def make_data(n, d, H, true_prefix, seed, shift=1.5, return_clean=False):
+    """Samples, noisy targets and projections; with ``return_clean`` also the noiseless targets
+    (what the generating model predicts)."""
     rng = np.random.RandomState(seed)
     dh = d // H
     W = {k: (rng.randn(H, d, dh) / np.sqrt(d)).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
-    P = (rng.randn(true_prefix, d) + 1.5).astype(np.float32)
+    P = (rng.randn(true_prefix, d) + shift).astype(np.float32)
     X = [rng.randn(rng.randint(8, 33), d).astype(np.float32) for _ in range(n)]
     beta = rng.randn(H * dh)
     y = np.empty(n)
@@ -51,8 +53,33 @@ def make_data(n, d, H, true_prefix, seed):
                                         W["W_Q"], W["W_K"], W["W_V"]))
         pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / b.where.sum(1, keepdims=True)
         y[b.index] = pooled @ beta
-    y = (y - y.mean()) / y.std() + 0.1 * rng.randn(n)
-    return X, y, W
+    clean = (y - y.mean()) / y.std()
+    y = clean + 0.1 * rng.randn(n)
+    return (X, y, W, clean) if return_clean else (X, y, W)
+
+
+def page_head(title, script, argv, start):
+    """A page's title, the command that wrote it, the machine and the wall time: a list of lines."""
+    command = f"python benchmarks/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    return [
+        title,
+        "",
+        f"Command: `{command.strip()}`",
+        "",
+        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__} ({jax.default_backend()})",
+        "",
+        f"Wall time: {time.perf_counter() - start:.0f} s",
+        "",
+    ]
+
+
+def write_page(text, name, quick):
+    """Write ``docs/<name>.md`` (``<name>_quick.md`` for a quick run)."""
+    os.makedirs(DOCS, exist_ok=True)
+    out = os.path.join(DOCS, f"{name}_quick.md" if quick else f"{name}.md")
+    with open(out, "w") as fh:
+        fh.write(text)
+    print(f"wrote {out}")
 
 
 def prefix_share(est, X):
@@ -177,16 +204,8 @@ def main(argv=None):
     for msg in notes:
         print("INFO  " + msg)
 
-    command = "python benchmarks/ntk_learning.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = "\n".join([
-        "# Does NTK-Attention learn? (paper 001)",
-        "",
-        f"Command: `{command.strip()}`",
-        "",
-        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__} ({jax.default_backend()})",
-        "",
-        f"Wall time: {time.perf_counter() - start:.0f} s",
-        "",
+        *page_head("# Does NTK-Attention learn? (paper 001)", "ntk_learning.py", argv, start),
         f"Data: {n_train} train / {n_test} test samples of 8-32 rows, d = {d}, {H} heads of d_h = {d // H}; "
         f"targets from exact attention over a hidden prefix of {true_prefix} rows (mean shift 1.5) "
         f"pooled by the mean, a random linear read-out, standardized, plus noise of sd 0.1 (data seed {args.seed}). "
@@ -263,11 +282,7 @@ def main(argv=None):
         "(unchanged): its state starts with no size to be relative to.",
         "",
     ])
-    os.makedirs(DOCS, exist_ok=True)
-    out = os.path.join(DOCS, "ntk_learning_quick.md" if args.quick else "ntk_learning.md")
-    with open(out, "w") as fh:
-        fh.write(text)
-    print(f"wrote {out}")
+    write_page(text, "ntk_learning", args.quick)
 
 
 if __name__ == "__main__":

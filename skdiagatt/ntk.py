@@ -1,6 +1,7 @@
 """NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
 
 import math
+import numbers
 from functools import partial
 
 import jax
@@ -20,7 +21,8 @@ from ._base import (
 )
 from ._ragged import COARSE, check_ragged
 from ._training import fit_loop, training_data
-from .kernels.attention import prefix_to_state
+from ._ntk_solve import fit_varpro
+from ._prefix_state import random_prefix_state
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 
@@ -77,8 +79,17 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
         as in the authors' public code, dimension d_h.
     degree : int, default=2
         Taylor degree.
-    prefix_length : int, default=1024
-        m, the length of the random prefix that ``init="prefix"`` compresses.
+    prefix_length : int or np.inf, default=1024
+        m, the length of the random prefix ``P ~ N(0, I)`` that
+        ``init="prefix"`` compresses; any length costs the same memory.  Up to
+        2^16 rows are drawn from ``random_state`` a block at a time and
+        summed.  Longer prefixes are ``m`` times the exact expectation of one
+        row's ``(phi(k) v^T, phi(k))`` plus the fluctuation of 2^16 drawn rows
+        about it scaled by ``sqrt(m / 2^16)``: the mean and covariance of the
+        sum of m rows.  ``np.inf`` is the limit of the state divided by m,
+        the expectation of one row: a prefix of infinitely many rows whose
+        attention weight together is that of a single row of average key
+        and value.
     init : {"prefix", "zeros"}, default="prefix"
         ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4);
         ``"zeros"``: start as plain attention.
@@ -91,27 +102,30 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
         Train ``Z`` and ``k``; False keeps them at their initial value and
         trains the read-out alone (with ``init="zeros"``: frozen plain attention).
     state_scale : "auto" or float, default="auto"
-        Unit in which ``Z`` and ``k`` are trained: the optimiser sees
-        ``Z / state_scale`` and ``k / state_scale``, so each Adam step changes
-        them by about ``learning_rate * state_scale``.  ``"auto"`` uses
-        ``sqrt(prefix_length)`` with ``init="prefix"`` and 1 with
-        ``init="zeros"``; 1.0 trains them in raw units.
-        Why: Eq. 4 sums m = ``prefix_length`` rows, so the initial state has
-        entries of size ~m (``k[0] == m`` exactly for ``"taylor"``; entries
-        that are sums of m mean-zero terms are ~sqrt(m)), while Adam moves each
-        entry by about ``learning_rate`` per step whatever its size.  In raw
-        units a state built from m = 1024 rows moved by about 2% of its size
-        in the 60-epoch fit of ``docs/ntk_learning.md`` (in sqrt(m) units,
-        about a third): it stays the random prefix, which holds almost all the
-        attention mass, and the model ends up worse than frozen attention.
-        A unit of m makes every step move the many ~sqrt(m)-sized entries by a
-        large fraction of their size: on the data of
-        ``benchmarks/ntk_learning.py`` it did a little better than sqrt(m)
-        with 3000 samples and was erratic with 600, while sqrt(m) beat raw
-        units in every run (``docs/ntk_learning.md``).  A heuristic, not a
-        derived optimum: with plenty of data try ``state_scale=prefix_length``.
+        Unit in which ``solver="adam"`` trains ``Z`` and ``k``: the optimiser
+        sees ``Z / state_scale`` and ``k / state_scale``, so each Adam step
+        changes them by about ``learning_rate * state_scale``.  ``"auto"``
+        uses ``sqrt(prefix_length)`` with ``init="prefix"`` and a finite
+        prefix, else 1; 1.0 trains them in raw units.  Eq. 4 sums m rows, so
+        the initial state's entries are of size ~m (``k[0] == m`` exactly for
+        ``"taylor"``) or ~sqrt(m) (sums of mean-zero terms), while Adam moves
+        every entry by about ``learning_rate`` per step whatever its size:
+        in raw units a long prefix's state barely moves.  sqrt(m) is a
+        heuristic (``docs/ntk_learning.md`` compares units); ``solver="varpro"``
+        ignores it.
+    solver : {"adam", "varpro"}, default="adam"
+        ``"adam"``: ``Z``, ``k`` and the read-out trained jointly by
+        minibatch Adam (``max_iter`` epochs).  ``"varpro"``: given ``k`` the
+        prediction is linear in the read-out and in ``Z`` times the read-out,
+        so those are solved exactly (a ridge regression on all the training
+        data) and ``k`` alone is trained by full-batch L-BFGS on the loss at
+        that optimum (``max_iter`` iterations; see
+        :mod:`skdiagatt.kernels.ntk_varpro`).  Needs ``train_state=True``,
+        no ``early_stopping`` and at most d_v targets; :meth:`partial_fit`
+        and :meth:`fit_chunks` always use Adam.
     alpha : float, default=1e-4
-        L2 penalty on the read-out.
+        L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
+        and ``Z`` times it, relative to the mean variance of their inputs.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
 validation_fraction, random_state, verbose, warm_start
         Training, as in :class:`skdiagatt.DiagAttRegressor`.
@@ -152,6 +166,7 @@ validation_fraction, random_state, verbose, warm_start
         causal=False,
         train_state=True,
         state_scale="auto",
+        solver="adam",
         alpha=1e-4,
         max_iter=50,
         learning_rate=0.01,
@@ -175,6 +190,7 @@ validation_fraction, random_state, verbose, warm_start
         self.causal = causal
         self.train_state = train_state
         self.state_scale = state_scale
+        self.solver = solver
         self.alpha = alpha
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -195,7 +211,10 @@ validation_fraction, random_state, verbose, warm_start
         if self.feature_map not in ("taylor", "elu"):
             raise ValueError(f"feature_map must be 'taylor' or 'elu', got {self.feature_map!r}")
         _check_positive_int(self.degree, "degree")
-        _check_positive_int(self.prefix_length, "prefix_length")
+        m = self.prefix_length
+        if not (isinstance(m, (numbers.Integral, float)) and not isinstance(m, bool) and (m == np.inf or (
+                isinstance(m, numbers.Integral) and m >= 1))):
+            raise ValueError(f"prefix_length must be an integer >= 1 or np.inf, got {m!r}")
         if self.init not in ("prefix", "zeros"):
             raise ValueError(f"init must be 'prefix' or 'zeros', got {self.init!r}")
         if self.pooling not in ("mean", "first", None):
@@ -203,12 +222,19 @@ validation_fraction, random_state, verbose, warm_start
         if not (isinstance(self.state_scale, str) and self.state_scale == "auto"):
             _check_positive_float(self.state_scale, "state_scale")
         _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        if self.solver not in ("adam", "varpro"):
+            raise ValueError(f"solver must be 'adam' or 'varpro', got {self.solver!r}")
+        if self.solver == "varpro" and (not self.train_state or self.early_stopping):
+            raise ValueError("solver='varpro' trains Z and k on all the training data: use "
+                             "solver='adam' with train_state=False or early_stopping=True")
         self._check_training_params()
 
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
         if isinstance(self.state_scale, str):
-            return math.sqrt(self.prefix_length) if self.init == "prefix" else 1.0
+            if self.init == "prefix" and not math.isinf(self.prefix_length):
+                return math.sqrt(self.prefix_length)
+            return 1.0
         return float(self.state_scale)
 
     def _projections(self, d, rng):
@@ -300,12 +326,32 @@ validation_fraction, random_state, verbose, warm_start
             params = {k: v.copy() for k, v in self.params_.items()}
         else:
             params = self._init_params(frozen, meta[1].shape[0], rng)
+        if self.solver == "varpro":
+            return self._fit_varpro(params, frozen, meta, d, samples, Y)
         fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
         result = self._run(params, frozen, meta, d, fixed, loop, type(self).__name__, max_iter=self.max_iter)
         self.n_iter_ = result.n_iter
         self.loss_curve_ = result.loss_curve
         self.validation_scores_ = result.validation_curve if self.early_stopping else None
         self.__dict__.pop("_partial_state", None)  # a later partial_fit starts a fresh optimizer
+        return self
+
+    def _fit_varpro(self, params, frozen, meta, d, samples, Y):
+        t, dv = meta[1].shape[0], frozen["W_V"].shape[-1]
+        if t > dv:
+            raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
+                             f"product), got {t}: use solver='adam' or a larger head_dim")
+        data = training_data(samples, Y, False, self._bucket_growth)
+        params, curve = fit_varpro(params["k"], frozen, data, self._config(), self.alpha, self.max_iter,
+                                   self.tol, self.n_iter_no_change, self.verbose)
+        self.params_ = params
+        self.attention_weights_ = frozen
+        self.n_features_in_ = d
+        self._y_ndim, self.y_mean_, self.y_scale_ = meta
+        self.n_iter_ = len(curve) - 1
+        self.loss_curve_ = curve
+        self.validation_scores_ = None
+        self.__dict__.pop("_partial_state", None)
         return self
 
     # ------------------------------------------------------ beyond memory
@@ -463,9 +509,8 @@ validation_fraction, random_state, verbose, warm_start
         dv = frozen["W_V"].shape[-1]
         r = feature_dim(self.feature_map, dh, self.degree)
         if self.init == "prefix":
-            P = rng.standard_normal((self.prefix_length, d)).astype(np.float32)
-            Z, k = prefix_to_state(P, frozen["W_K"], frozen["W_V"], self.feature_map, self.degree)
-            Z, k = np.asarray(Z), np.asarray(k)
+            Z, k = random_prefix_state(self.prefix_length, frozen["W_K"], frozen["W_V"],
+                                       self.feature_map, int(self.degree), rng)
         else:
             Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, r), np.float32)
         return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}

@@ -269,3 +269,71 @@ def test_long_random_prefix_init_learns():
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, attention_weights=W, n_heads=1, max_iter=60,
                                 random_state=0).fit(X[:200], y[:200]).score(X[200:], y[200:])
     assert auto > raw + 0.05 and auto > frozen + 0.1
+
+
+def test_prefix_of_any_length_in_bounded_memory(data):
+    """Short prefixes are drawn and summed block by block, exactly as compressing them whole;
+    2^40 rows and np.inf fit without materializing anything."""
+    from skdiagatt._prefix_state import EXACT_ROWS, random_prefix_state
+    from skdiagatt.kernels.attention import prefix_to_state
+    from skdiagatt.kernels.prefix_moments import gaussian_prefix_state
+
+    rng = np.random.RandomState(3)
+    W_K, W_V = (jnp.asarray(0.3 * rng.randn(2, 4, 3), jnp.float32) for _ in range(2))
+    m = 9_000  # three blocks
+    whole = prefix_to_state(jnp.asarray(np.random.RandomState(5).standard_normal((m, 4)), jnp.float32), W_K, W_V)
+    streamed = random_prefix_state(m, W_K, W_V, "taylor", 2, np.random.RandomState(5))
+    for a, b in zip(whole, streamed):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-2)
+
+    huge = 2 ** 40
+    Z, k = random_prefix_state(huge, W_K, W_V, "taylor", 2, np.random.RandomState(5))
+    Ze, ke = gaussian_prefix_state(W_K, W_V)
+    np.testing.assert_allclose(k[:, 0], huge, rtol=1e-6)  # every row's constant feature is 1
+    # The fluctuation about m E is that of the sum of m rows: of order sqrt(m), far below m.
+    spread = np.abs(k / huge - np.asarray(ke)).max()
+    assert 0 < spread < 1e-3
+    Zi, ki = random_prefix_state(np.inf, W_K, W_V, "taylor", 2, np.random.RandomState(5))
+    np.testing.assert_array_equal(ki, np.asarray(ke))
+    assert EXACT_ROWS < huge
+
+    X, y = data
+    est = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=huge, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(est.predict(X)))
+    frozen = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=np.inf, train_state=False,
+                                random_state=0).fit(X, y)
+    expected = gaussian_prefix_state(jnp.asarray(frozen.attention_weights_["W_K"]),
+                                     jnp.asarray(frozen.attention_weights_["W_V"]))
+    np.testing.assert_array_equal(frozen.params_["k"], np.asarray(expected[1]))
+    for bad in (0, 2.5, -np.inf, "long", True):
+        with pytest.raises(ValueError, match="prefix_length"):
+            NTKPrefixRegressor(prefix_length=bad, max_iter=1).fit(X, y)
+
+
+def test_varpro_solves_the_readout_and_z_exactly(data):
+    """solver='varpro': the fitted model predicts what the exact ridge solution does, fits the
+    training data better than Adam in as many passes, and is reproducible."""
+    from skdiagatt.kernels.ntk_varpro import ntk_design
+
+    X, y = data
+    common = dict(n_heads=2, head_dim=3, max_iter=8, prefix_length=32, random_state=0)
+    est = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
+    adam = NTKPrefixRegressor(**common).fit(X, y)
+    assert est.score(X, y) > adam.score(X, y)
+    # The loss curve's last value is the ridge optimum; the forward pass reproduces it.
+    b = make_buckets(X, COARSE).buckets[0]
+    F = ntk_design(jnp.asarray(est.params_["k"]), est.attention_weights_, jnp.asarray(b.X), jnp.asarray(b.where),
+                   est._config())
+    p = np.asarray(F @ jnp.concatenate([est.params_["W_out"], est.params_["Z"][0] @ est.params_["W_out"][:3],
+                                        est.params_["Z"][1] @ est.params_["W_out"][3:]]))
+    np.testing.assert_allclose(est.predict([X[i] for i in b.index]),
+                               (p[:, 0] + est.params_["b"][0]) * est.y_scale_[0] + est.y_mean_[0], rtol=1e-4, atol=1e-4)
+    assert est.loss_curve_[-1] <= est.loss_curve_[0]
+    again = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    with pytest.raises(ValueError, match="solver"):
+        NTKPrefixRegressor(solver="sgd", **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="train_state"):
+        NTKPrefixRegressor(solver="varpro", train_state=False, **FAST).fit(X, y)
+    with pytest.raises(ValueError, match="targets"):
+        NTKPrefixRegressor(solver="varpro", head_dim=1, **FAST).fit(X, np.c_[y, y])

@@ -51,6 +51,7 @@ validation_fraction, random_state, verbose, warm_start
     init = "prefix"
     train_state = True
     state_scale = 1.0
+    solver = "adam"
 
     def __init__(
         self,

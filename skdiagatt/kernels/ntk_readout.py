@@ -29,6 +29,16 @@ def _attend(params, frozen, X, where, config, Z, k, W_V):
     )
 
 
+def pool_rows(T, where, pooling):
+    """Row outputs (B, L, e) to one vector per sample (B, e) by ``pooling``; None keeps the rows."""
+    if pooling == "mean":
+        n = jnp.maximum(jnp.sum(where, axis=1, keepdims=True), 1).astype(T.dtype)
+        return jnp.sum(T, axis=1) / n  # padded rows of T are exactly 0
+    if pooling == "first":
+        return T[:, 0]
+    return T
+
+
 def ntk_readout_forward(params, frozen, X, where, config):
     """Predictions of the NTK-Attention read-out.
 
@@ -80,12 +90,7 @@ def ntk_readout_forward(params, frozen, X, where, config):
     T = _attend(params, frozen, X, where, config, params.get("Z"), params.get("k"), frozen["W_V"])
     B, L = where.shape
     T = T.reshape(B, L, -1)  # heads concatenated: (B, L, H * d_v)
-    if pooling == "mean":
-        n = jnp.maximum(jnp.sum(where, axis=1, keepdims=True), 1).astype(T.dtype)
-        T = jnp.sum(T, axis=1) / n  # padded rows of T are exactly 0
-    elif pooling == "first":
-        T = T[:, 0]
-    return matmul(T, params["W_out"]) + params["b"]
+    return matmul(pool_rows(T, where, pooling), params["W_out"]) + params["b"]
 
 
 def ntk_readout_loss(params, frozen, batch, config):
