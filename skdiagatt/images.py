@@ -42,6 +42,18 @@ class PatchGrid:
     ----------
     n_rows, n_cols : ndarray of int, shape (n_images,)
         Patches down and across each image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt.images import image_to_patches
+    >>> X, grid = image_to_patches([np.ones((6, 9)), np.ones((3, 3))], 3)
+    >>> grid, grid.n_patches(0), grid.boxes(0, [4]).tolist()
+    (PatchGrid(2 images, patch_size=(3, 3), stride=(3, 3)), 6, [[3, 3, 6, 6]])
+    >>> grid.paint(1, [0.5])
+    array([[0.5, 0.5, 0.5],
+           [0.5, 0.5, 0.5],
+           [0.5, 0.5, 0.5]])
     """
 
     def __init__(self, shapes, patch_size, stride):
