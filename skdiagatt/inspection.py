@@ -55,8 +55,12 @@ def final_estimator(model, X=None):
     while True:
         if isinstance(model, Pipeline):
             check_is_fitted(model)
-            if X is not None and len(model) > 1:
-                X = model[:-1].transform(X)
+            if X is not None:
+                # Step by step: a slice model[:-1] would be checked as a fitted
+                # pipeline of its own, which stateless transformers fail.
+                for _, step in model.steps[:-1]:
+                    if step is not None and step != "passthrough":
+                        X = step.transform(X)
             model = model[-1]
         elif hasattr(model, "best_estimator_"):
             model = model.best_estimator_
