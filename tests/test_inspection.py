@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV
@@ -32,6 +33,16 @@ def pipe(data):
         return make_pipeline(RowStandardScaler(), RowPCA(3), DiagAttRegressor(**FAST)).fit(*data)
 
 
+class _Identity(TransformerMixin, BaseEstimator):
+    """A user's stateless step: no fitted attributes, so it never looks fitted."""
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return X
+
+
 def _assert_same(a, b):
     assert len(a) == len(b)
     for u, v in zip(a, b):
@@ -48,6 +59,9 @@ def test_through_a_pipeline(pipe, data):
     _assert_same(skdiagatt.row_contributions(pipe, X), est.row_contributions(Xt))
     # Rows stay in place: one weight per row of the samples given.
     assert [w.shape[1] for w in skdiagatt.attention(pipe, X)] == [len(x) for x in X]
+    # A stateless step (never fitted on its own) is passed through too.
+    stateless = make_pipeline(pipe[0], pipe[1], _Identity(), est)
+    _assert_same(skdiagatt.localize(stateless, X), est.localize(Xt))
 
 
 def test_through_a_search_and_a_bare_estimator(data):
