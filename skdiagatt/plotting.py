@@ -65,6 +65,19 @@ def _as_samples(tokens, values, selected, labels):
     return tokens, values, selected, labels
 
 
+def _text_width(ax, fontsize):
+    """``measure(text)``: the width in pixels that ``text`` takes on ``ax``."""
+    renderer = ax.figure.canvas.get_renderer()
+
+    def measure(text):
+        probe = ax.text(0, 0, text, fontsize=fontsize)
+        width = probe.get_window_extent(renderer).width
+        probe.remove()
+        return width
+
+    return measure
+
+
 def _layout(tokens, width, measure, space):
     """(x, line, text, index) of each token, wrapped at ``width`` pixels; returns them and the line count.
 
@@ -129,41 +142,26 @@ def plot_tokens(tokens, values, selected=None, *, labels=None, signed=None, ax=N
     fig = ax.figure
     if new:
         ax.set_position([0.01, 0.0, 0.98, 1.0])
-    renderer = fig.canvas.get_renderer()
-
-    def measure(text):
-        probe = ax.text(0, 0, text, fontsize=fontsize)
-        width = probe.get_window_extent(renderer).width
-        probe.remove()
-        return width
-
-    width = ax.get_window_extent(renderer).width
-    space = measure("a a") - measure("aa")
-    placed, n_lines = [], 0
-    for toks, label in zip(tokens, labels):
+    measure = _text_width(ax, fontsize)
+    width = ax.get_window_extent().width
+    line = 0
+    for toks, v, sel, label in zip(tokens, values, selected, labels):
         if label is not None:
-            placed.append((0.0, n_lines, label, None))
-            n_lines += 1
-        items, used = _layout(toks, width - 8, measure, space)
-        placed.append([(x, n_lines + line, text, j) for x, line, text, j in items])
-        n_lines += used + 1
-    n_lines -= 1
+            ax.text(4, line + 0.5, label, fontsize=0.8 * fontsize, color="0.35", va="center")
+            line += 1
+        shade, chosen = _shades(v, signed), set(np.ravel(sel).tolist())
+        items, used = _layout(toks, width - 8, measure, measure("a a") - measure("aa"))
+        for x, row, text, j in items:
+            ax.text(4 + x, line + row + 0.5, text, fontsize=fontsize, va="center",
+                    bbox=dict(boxstyle="square,pad=0.15", facecolor=cmap(0.9 * shade[j]),
+                              edgecolor="black" if j in chosen else "none", linewidth=1.0))
+        line += used + 1
+    n_lines = line - 1
     if new:
         fig.set_size_inches(fig.get_size_inches()[0], 0.3 * n_lines + 0.2)
     ax.set_xlim(0, width)
     ax.set_ylim(n_lines, 0)
     ax.set_axis_off()
-    k = 0
-    for entry in placed:
-        if isinstance(entry, tuple):  # a header line
-            ax.text(4, entry[1] + 0.5, entry[2], fontsize=0.8 * fontsize, color="0.35", va="center")
-            continue
-        shade, chosen = _shades(values[k], signed), set(np.asarray(selected[k]).ravel().tolist())
-        for x, line, text, j in entry:
-            ax.text(4 + x, line + 0.5, text, fontsize=fontsize, va="center",
-                    bbox=dict(boxstyle="square,pad=0.15", facecolor=cmap(0.9 * shade[j]),
-                              edgecolor="black" if j in chosen else "none", linewidth=1.0))
-        k += 1
     return ax
 
 
