@@ -22,6 +22,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import jax  # noqa: E402
+
 import skdiagatt  # noqa: E402
 from skdiagatt import DiagAttClassifier  # noqa: E402
 from skdiagatt.baselines import StdAttClassifier, TwoStepClassifier  # noqa: E402

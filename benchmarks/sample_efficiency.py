@@ -20,10 +20,10 @@ import platform
 import sys
 import time
 
+import jax
 import numpy as np
 from sklearn.linear_model import LogisticRegressionCV, RidgeCV
 
-import jax
 import skdiagatt
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt.baselines import TwoStepRegressor

@@ -130,34 +130,27 @@ def energy_localizer(X):
 # %%
 # The picture: canvases, true patch (green, dashed), DiagAtt's patch (red)
 # ------------------------------------------------------------------------
-def plot_canvases(path, canvases, info_grid, size, true_rows, chosen, y_true, y_pred, attention, n=12):
+def plot_canvases(path, model, X, info, true_rows, y_true, n=12):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
+
+    from skdiagatt.plotting import plot_patches
 
     cols = 6
     rows = int(np.ceil(n / cols))
+    attention, chosen, y_pred = model.attention(X[:n]), model.localize(X[:n]), model.predict(X[:n])
     fig, axes = plt.subplots(2 * rows, cols, figsize=(2.1 * cols, 4.3 * rows))
     for k in range(n):
         r, c = divmod(k, cols)
         ax, ax2 = axes[2 * r, c], axes[2 * r + 1, c]
-        h, w = info_grid[k]
-        ax.imshow(canvases[k], cmap="gray_r", vmin=0, vmax=1)
-        # The true patch is drawn one pixel larger so both show when they coincide.
-        for j, colour, style, out in ((true_rows[k], "tab:green", "--", 1.0), (chosen[k], "tab:red", "-", 0.0)):
-            pr, pc = divmod(int(j), int(w))
-            ax.add_patch(
-                Rectangle((pc * size - 0.5 - out, pr * size - 0.5 - out), size + 2 * out, size + 2 * out,
-                          fill=False, edgecolor=colour, linestyle=style, linewidth=2.0)
-            )  # fmt: skip
+        plot_patches(info.canvases[k], info.patch_grid, k, true_rows=true_rows[k],
+                     chosen_rows=chosen[k][:1], grid_lines=False, ax=ax)
         ok = "" if y_true[k] == y_pred[k] else "  (wrong)"
         ax.set_title(f"digit {y_true[k]}, predicted {y_pred[k]}{ok}", fontsize=8)
-        ax.set_axis_off()
-        ax2.imshow(attention[k].reshape(h, w), cmap="Reds", vmin=0, vmax=1)
+        plot_patches(None, info.patch_grid, k, values=attention[k], vmin=0, vmax=1, ax=ax2)
         ax2.set_title("attention weight per patch", fontsize=7)
-        ax2.set_axis_off()
     fig.suptitle(
         "Cluttered digits (test canvases): true digit patch green dashed, DiagAtt's chosen patch red",
         fontsize=10,
@@ -268,13 +261,8 @@ def main(argv=None):
 
     if not args.no_plot:
         try:
-            best = fitted["DiagAtt (1 head)"]
-            att = [a.sum(axis=0) for a in best.attention(Xt[:12])]
             png = os.path.join(args.out, "images", f"cluttered_digits{suffix}.png")
-            plot_canvases(
-                png, info_t.canvases[:12], info_t.grid[:12], info_t.patch_size, rt[:12, 0],
-                [s[0] for s in best.localize(Xt[:12])], yt[:12], best.predict(Xt[:12]), att,
-            )  # fmt: skip
+            plot_canvases(png, fitted["DiagAtt (1 head)"], Xt, info_t, rt[:12], yt[:12])
             print(f"wrote {png}")
         except ImportError:
             print("matplotlib is not installed (pip install 'skdiagatt[plot]'): no picture")

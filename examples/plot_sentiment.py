@@ -264,61 +264,23 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
 # %%
 # The picture: tokens shaded by attention weight
 # ----------------------------------------------
-def plot_snippets(path, model, texts, labels, width_px=1000):
+def plot_snippets(path, model, texts, labels):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    emb = model[0]
-    tokens = emb.get_tokens(texts)
-    att = [a.sum(axis=0) for a in model[-1].attention(model[:-1].transform(texts))]
+    from skdiagatt import attention, localize
+    from skdiagatt.plotting import plot_tokens
+
     proba = model.predict_proba(texts)[:, 1]
-    cmap = plt.get_cmap("Oranges")
-    line_h, dpi = 26, 110
-    # Lay the tokens out in pixels with the renderer's own text extents.
-    fig = plt.figure(figsize=(width_px / dpi, 1), dpi=dpi)
-    renderer = fig.canvas.get_renderer()
-    space = fig.text(0, 0, "a a", fontsize=10).get_window_extent(renderer).width - fig.text(
-        0, 0, "aa", fontsize=10
-    ).get_window_extent(renderer).width
-    items, y = [], 30.0  # (x, y, text, shade, selected) in pixels from the top-left
-    for k, (toks, w) in enumerate(zip(tokens, att)):
-        lab = "fresh" if labels[k] == 1 else "rotten"
-        items.append((10, y, f"[{lab}]  P(fresh) = {proba[k]:.2f}", None, False))
-        y += line_h
-        lo, hi = w.min(), w.max()
-        shade = (w - lo) / (hi - lo) if hi > lo else np.ones_like(w)
-        x, best = 10.0, int(np.argmax(w))
-        for j, t in enumerate(toks):
-            piece = t[2:] if t.startswith("##") else t
-            wpx = fig.text(0, 0, piece, fontsize=10).get_window_extent(renderer).width
-            gap = 3.0 if t.startswith("##") else (0.0 if j == 0 else space)
-            if x + gap + wpx > width_px - 10:
-                x, y, gap = 10.0, y + line_h, 0.0
-            items.append((x + gap, y, piece, shade[j], j == best))
-            x += gap + wpx
-        y += line_h * 1.6
-    plt.close(fig)
-    height = y + 10
-    fig = plt.figure(figsize=(width_px / dpi, height / dpi), dpi=dpi)
-    for x, y, text, shade, selected in items:
-        if shade is None:
-            fig.text(x / width_px, 1 - y / height, text, fontsize=8, color="0.35", va="center")
-            continue
-        fig.text(
-            x / width_px, 1 - y / height, text, fontsize=10, va="center",
-            bbox=dict(boxstyle="square,pad=0.15", facecolor=cmap(0.9 * shade),
-                      edgecolor="black" if selected else "none", linewidth=1.0),
-        )  # fmt: skip
-    fig.text(
-        0.5, 1 - 12 / height,
-        "DiagAtt (1 head), test snippets: shade = attention weight (snippet min to max); "
-        "boxed = the token localize() selects",
-        ha="center", va="center", fontsize=9,
-    )  # fmt: skip
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    headers = [f"[{'fresh' if lab == 1 else 'rotten'}]  P(fresh) = {p:.2f}" for lab, p in zip(labels, proba)]
+    ax = plot_tokens(model[0].get_tokens(texts), attention(model, texts),
+                     selected=localize(model, texts), labels=headers)
+    ax.set_title("DiagAtt (1 head), test snippets: shade = attention weight (snippet min to max); "
+                 "boxed = the token localize() selects", fontsize=9)
+    ax.figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(ax.figure)
 
 
 # %%

@@ -4,10 +4,14 @@ No arithmetic on data lives here: validation goes through ``_ragged``, the
 numbers through ``kernels`` and ``_training``.
 """
 
+import difflib
+import functools
+import inspect
 import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._ragged import FINE, check_ragged
@@ -15,6 +19,8 @@ from ._training import ChunkStream, map_samples, steps_per_epoch, training_data
 
 __all__ = [
     "MatrixSampleEstimator",
+    "PublicArguments",
+    "check_labels",
     "check_targets",
     "check_finite_output",
     "standardize_targets",
@@ -54,6 +60,58 @@ def check_targets(y, n_samples, *, numeric=True):
         if y.ndim == 2 and y.shape[1] == 0:
             raise ValueError("y has 0 targets")
     return y
+
+
+def check_labels(y, n_samples):
+    """Validate the class labels of ``fit``: one per sample, 1-D and discrete.
+
+    Continuous or mixed-type labels raise scikit-learn's "Unknown label type"
+    instead of becoming one class per distinct value.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+    """
+    y = check_targets(y, n_samples, numeric=False)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+    check_classification_targets(y)
+    return y
+
+
+@functools.lru_cache(maxsize=None)
+def _init_parameters(cls):
+    return inspect.signature(cls.__init__)
+
+
+class PublicArguments:
+    """Mixin: a wrong constructor argument is reported under the public class name.
+
+    The ``__init__`` of an estimator is often inherited from a private base;
+    Python's own message would then name that base
+    (``_DiagAttBase.__init__() got an unexpected keyword argument``).
+    """
+
+    def __new__(cls, *args, **kwargs):
+        if args or kwargs:
+            _check_arguments(cls, args, kwargs)
+        return super().__new__(cls)
+
+
+def _check_arguments(cls, args, kwargs):
+    signature = _init_parameters(cls)
+    try:
+        signature.bind(None, *args, **kwargs)
+    except TypeError as exc:
+        names = [k for k in signature.parameters if k != "self"]
+        unknown = [k for k in kwargs if k not in names]
+        if not unknown:
+            raise TypeError(f"{cls.__name__}(): {exc}") from None
+        close = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"its parameters are {', '.join(names)}"
+        raise TypeError(
+            f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}"
+        ) from None
 
 
 def _looks_fitted(state):
@@ -191,7 +249,7 @@ def _check_positive_float(value, name, allow_zero=False):
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
 
 
-class MatrixSampleEstimator(BaseEstimator):
+class MatrixSampleEstimator(PublicArguments, BaseEstimator):
     """Base of the estimators: ragged input, fitted-state checks, localization.
 
     Subclasses implement ``_head_weights(samples)`` returning, per validated

@@ -106,9 +106,10 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
         )
     if isinstance(X, np.ndarray) and X.dtype != object:
         if X.ndim != 3:
+            hint = "; for a single sample x, wrap one sample as [x]" if X.ndim == 2 else ""
             raise ValueError(
                 f"{name} must be a list of 2-D arrays or a 3-D array (n, p, d); "
-                f"got an array of shape {X.shape}"
+                f"got an array of shape {X.shape}{hint}"
             )
         if len(X):
             # Every sample of a 3-D array has the layout of the first: check it
@@ -133,7 +134,13 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     out = []
     expected = n_features
     for i, xi in enumerate(samples):
-        arr, expected = _checked_layout(xi, f"{name}[{i}]", expected, n_features, name)
+        try:
+            arr, expected = _checked_layout(xi, f"{name}[{i}]", expected, n_features, name)
+        except ValueError as exc:
+            if all(np.ndim(v) == 1 for v in samples):
+                # A list of rows: one sample passed where a list of samples is expected.
+                raise ValueError(f"{exc}; {name} looks like one sample x: wrap one sample as [x]") from None
+            raise
         with np.errstate(over="ignore", invalid="ignore"):
             arr = arr.astype(dtype, copy=False)
         if not np.all(np.isfinite(arr)):

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.preprocessing import LabelEncoder
 
-from ._base import check_targets, standardize_targets
+from ._base import check_labels, check_targets, standardize_targets
 
 __all__ = ["StandardizedTargetsMixin", "LabelTargetsMixin"]
 
@@ -63,9 +63,7 @@ class LabelTargetsMixin:
 
     def _encode_targets(self, y, n, warm):
         """Returns ``(Y, classes, family)``: 0/1 column (binary) or one-hot rows."""
-        y = check_targets(y, n, numeric=False)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+        y = check_labels(y, n)
         try:
             codes = (enc := LabelEncoder()).fit_transform(y)
         except TypeError as exc:

@@ -8,7 +8,10 @@ rest fixed: the latent objective localizes, the calibration makes the averaged
 prediction itself accurate.
 """
 
+import warnings
+
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ._ragged import check_ragged
@@ -48,7 +51,7 @@ class TwoPhaseTraining:
         else:
             c, S = preconditioner(train_samples, self.whiten)
             params = self._start(self._init_params(d, Y.shape[1], rng), train_samples, c, S, rng)
-        return self._train(params, c, S, d, family, meta, loop, n_train=len(train_samples))
+        return self._train(params, c, S, d, family, meta, loop, n_train=len(train_samples), warm=warm)
 
     def _start(self, params, samples, c, S, rng):
         """The parameters a fresh fit starts from, given its training samples (here ``params``)."""
@@ -58,12 +61,12 @@ class TwoPhaseTraining:
         """Fixed inputs that shrink the training of ``n`` samples towards its start ``params``."""
         return {}
 
-    def _train(self, params, c, S, d, family, meta, loop, total_steps=None, *, n_train):
+    def _train(self, params, c, S, d, family, meta, loop, total_steps=None, *, n_train, warm=False):
         """Both phases from ``params``, then the fitted attributes at once.
 
         ``loop`` holds the keyword arguments of ``fit_loop`` shared by the
         phases; ``total_steps(epochs)`` gives a phase's schedule length when the
-        data are a chunk stream.
+        data are a chunk stream; ``warm``: the history continues the previous fit's.
         """
         frozen = {**self._frozen(c, S, d), **self._shrinkage_target(params, n_train)}
         params, results = self._train_two_phases(
@@ -71,7 +74,7 @@ class TwoPhaseTraining:
             calibrated=self._calibrated, held=self._held, total_steps=total_steps,
         )
         params = self._refit_readout(params, frozen, loop["data"], family)
-        self._set_fitted(params, c, S, d, results, meta)
+        self._set_fitted(params, c, S, d, results, meta, warm)
         # A full fit starts any later partial_fit with a fresh optimizer.
         self.__dict__.pop("_partial_state", None)
         return self
@@ -134,6 +137,15 @@ class TwoPhaseTraining:
             label=f"{type(self).__name__} {self.objective}", **steps(self.max_iter), **loop,
         )
         params.update({k: frozen.pop(k) for k in held})
+        if first.stopped == "max_iter":
+            warnings.warn(
+                f"{type(self).__name__}: the main phase reached max_iter={self.max_iter} "
+                "epochs before its stopping rule fired (no improvement by "
+                f"tol={self.tol} for n_iter_no_change={self.n_iter_no_change} epochs); "
+                "increase max_iter (or tol) for a converged fit",
+                ConvergenceWarning,
+                stacklevel=5,
+            )
         results = [first]
         if self.objective == "latent" and self.calibration_iter > 0:
             fixed = {k: v for k, v in params.items() if k not in calibrated}
@@ -148,16 +160,30 @@ class TwoPhaseTraining:
             results.append(second)
         return params, results
 
-    def _set_fitted(self, params, c, S, d, results, meta):
-        """The fitted attributes, all at once (a failed fit leaves the old ones)."""
+    def _set_fitted(self, params, c, S, d, results, meta, warm=False):
+        """The fitted attributes, all at once (a failed fit leaves the old ones).
+
+        Under ``warm`` the history (``n_iter_``, ``loss_curve_``,
+        ``loss_curve_phase_``, ``validation_scores_``) continues the previous fit's.
+        """
+        phases = ["main", "calibration"]
+        curve = [v for r in results for v in r.loss_curve]
+        phase = [phases[k] for k, r in enumerate(results) for _ in r.loss_curve]
+        scores = [v for r in results for v in r.validation_curve] if self.early_stopping else None
+        n_iter = sum(r.n_iter for r in results)
+        if warm:
+            n_iter += self.n_iter_
+            curve = list(self.loss_curve_) + curve
+            phase = list(self.loss_curve_phase_) + phase
+            if scores is not None and self.validation_scores_ is not None:
+                scores = list(self.validation_scores_) + scores
         self.params_ = params
         self.input_scale_ = c
         self.preconditioner_ = S
         self.n_features_in_ = d
-        self.n_iter_ = sum(r.n_iter for r in results)
-        self.loss_curve_ = [v for r in results for v in r.loss_curve]
-        self.validation_scores_ = (
-            [v for r in results for v in r.validation_curve] if self.early_stopping else None
-        )
+        self.n_iter_ = n_iter
+        self.loss_curve_ = curve
+        self.loss_curve_phase_ = phase
+        self.validation_scores_ = scores
         self._set_target_meta(meta)
         return self

@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._mil_datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
+from .images import image_to_patches
 
 __all__ = [
     "make_individualized_regression",
@@ -487,8 +488,10 @@ def make_cluttered_digits(
     rows : ndarray of shape (n_samples, 1)
         Index of that patch in ``X[i]``.
     info : Bunch
-        ``canvases`` (list of 2-D images), ``grid`` (n, 2), ``patch_size``,
-        ``source``, ``distractors`` (list of arrays of patch indices).
+        ``canvases`` (list of 2-D images), ``grid`` (n, 2), ``patch_grid``
+        (the :class:`~skdiagatt.images.PatchGrid` mapping rows to pixel boxes),
+        ``patch_size``, ``source``, ``distractors`` (list of arrays of patch
+        indices).
 
     Examples
     --------
@@ -527,7 +530,7 @@ def make_cluttered_digits(
         pool = np.flatnonzero(is_test if subset == "test" else ~is_test)
 
     rng = check_random_state(random_state)
-    X, y, rows, canvases, grids, distractors = [], [], [], [], [], []
+    y, rows, canvases, grids, distractors = [], [], [], [], []
     for _ in range(n_samples):
         h, w = rng.randint(g_lo, g_hi + 1, size=2)
         p = h * w
@@ -544,16 +547,16 @@ def make_cluttered_digits(
             r, c = divmod(int(q), w)
             canvas[r * s : (r + 1) * s, c * s : (c + 1) * s] = frag
         canvas = np.clip(canvas + noise * rng.random_sample(canvas.shape), 0.0, 1.0).astype(np.float32)
-        patches = canvas.reshape(h, s, w, s).transpose(0, 2, 1, 3).reshape(p, s * s)
-        X.append(np.ascontiguousarray(patches))
         y.append(labels[k])
         rows.append(j)
         canvases.append(canvas)
         grids.append((h, w))
         distractors.append(where.astype(np.int64))
+    X, patch_grid = image_to_patches(canvases, s)
     info = Bunch(
         canvases=canvases,
         grid=np.asarray(grids, dtype=np.int64),
+        patch_grid=patch_grid,
         patch_size=s,
         source=source,
         distractors=distractors,

@@ -11,7 +11,7 @@ from ._base import (
     _check_positive_float,
     _check_positive_int,
     check_finite_output,
-    check_targets,
+    check_labels,
     chunk_factory,
 )
 from ._mil import AssumptionMixin
@@ -328,7 +328,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             validation=None,
             verbose=self.verbose,
         )
-        return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n)
+        return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n,
+                           warm=warm)
 
     def _encode_partial_targets(self, y, n, first, classes):
         """Targets of one ``partial_fit`` chunk: the first call fixes their encoding.
@@ -339,9 +340,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         """
         if not is_classifier(self):
             return self._encode_targets(y, n, warm=not first)
-        y = check_targets(y, n, numeric=False)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+        y = check_labels(y, n)
         if first:
             known = np.unique(np.asarray(y if classes is None else classes))
             if known.size < 2:
@@ -410,6 +409,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.n_features_in_ = d
         self.n_iter_ = (0 if first else self.n_iter_) + result.n_iter
         self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
+        phases = [] if first else list(self.loss_curve_phase_)
+        self.loss_curve_phase_ = phases + ["main"] * len(result.loss_curve)
         self.validation_scores_ = None
         self._set_target_meta(meta)
         self._partial_state = {"rng": rng, "opt_state": result.opt_state, "target": target}
@@ -610,7 +611,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     verbose : int, default=0
         Print one line per epoch when > 0.
     warm_start : bool, default=False
-        Start from the previous fit's parameters.
+        Start from the previous fit's parameters; the history (``n_iter_``,
+        ``loss_curve_``) continues too.
     assumption : {"individualized"}, default="individualized"
         What the response may depend on: any row, through the attention
         weights (the only choice for a continuous response; see
@@ -636,9 +638,14 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     preconditioner_ : ndarray of shape (d, d)
     n_features_in_ : int
     n_iter_ : int
-        Epochs run, both phases.
+        Epochs run, both phases; ``warm_start`` and ``partial_fit`` add to it.
     loss_curve_ : list of float
-        Objective per epoch, both phases.
+        Objective per epoch, both phases (continued under ``warm_start``).
+        The two phases minimise different objectives, so the curve jumps where
+        one ends and the other starts: see ``loss_curve_phase_``.
+    loss_curve_phase_ : list of str
+        The phase of each ``loss_curve_`` entry: ``"main"`` or ``"calibration"``
+        (:func:`skdiagatt.plotting.plot_history` marks the switch).
     validation_scores_ : list of float or None
         Validation objective per epoch when ``early_stopping``.
     y_mean_, y_scale_ : ndarray of shape (t,)
@@ -740,7 +747,7 @@ early_stopping, validation_fraction, random_state, verbose, warm_start
         The logit(s) when every row's term (:meth:`row_contributions`) is 0:
         a float for two classes.
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
-validation_scores_
+loss_curve_phase_, validation_scores_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
 
     Examples

@@ -19,10 +19,10 @@ from ._base import (
     chunk_factory,
     standardize_targets,
 )
-from ._ragged import COARSE, check_ragged
-from ._training import fit_loop, training_data
 from ._ntk_solve import fit_varpro
 from ._prefix_state import random_prefix_state
+from ._ragged import COARSE, check_ragged
+from ._training import fit_loop, training_data
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 

@@ -19,7 +19,7 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import check_finite_output
+from ._base import PublicArguments, check_finite_output
 from ._ragged import check_ragged
 
 __all__ = ["RowPCA", "RowStandardScaler"]
@@ -34,7 +34,7 @@ def _split(rows, samples):
 # auto_wrap_output_keys=None on every class, and the inner scikit-learn step
 # pinned to "default" output: a global transform_output="pandas" would
 # otherwise try to turn ragged samples (or the pooled rows) into one table.
-class _RowTransformer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
+class _RowTransformer(PublicArguments, TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Shared shell: validate ragged input, pool the rows, map every row.
 
     Subclasses implement ``_fit_rows(rows)`` (store fitted attributes),

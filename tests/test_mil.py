@@ -1,11 +1,10 @@
 """The multiple-instance mode of DiagAttClassifier and the algorithmic unit tests it must pass."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
-
-import jax.numpy as jnp
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt.datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold

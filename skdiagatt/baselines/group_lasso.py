@@ -14,7 +14,13 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_float, _check_positive_int, check_targets
+from .._base import (
+    MatrixSampleEstimator,
+    _check_positive_float,
+    _check_positive_int,
+    check_labels,
+    check_targets,
+)
 from .._ragged import check_ragged
 from . import _group_lasso_solver as solver
 
@@ -270,9 +276,7 @@ class GroupLassoClassifier(ClassifierMixin, _GroupLassoBase):
     )
 
     def _encode_targets(self, y, n):
-        y = check_targets(y, n, numeric=False)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+        y = check_labels(y, n)
         enc = LabelEncoder()
         codes = enc.fit_transform(y)
         classes = enc.classes_

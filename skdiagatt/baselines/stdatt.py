@@ -196,7 +196,11 @@ class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
     preconditioner_ : ndarray of shape (d, d)
     n_features_in_ : int
     n_iter_ : int
+        Epochs run, both phases; ``warm_start`` adds to it.
     loss_curve_ : list of float
+        Objective per epoch, both phases (continued under ``warm_start``).
+    loss_curve_phase_ : list of str
+        The phase of each ``loss_curve_`` entry: ``"main"`` or ``"calibration"``.
     validation_scores_ : list of float or None
     y_mean_, y_scale_ : ndarray of shape (t,)
 
@@ -242,7 +246,8 @@ class StdAttClassifier(ClassifierMixin, LabelTargetsMixin, _StdAttBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    params_, input_scale_, preconditioner_, n_features_in_, n_iter_, loss_curve_, validation_scores_
+    params_, input_scale_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
+loss_curve_phase_, validation_scores_
         As in :class:`StdAttRegressor`.
 
     Examples

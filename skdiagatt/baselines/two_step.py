@@ -17,7 +17,13 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_float, _check_positive_int, check_targets
+from .._base import (
+    MatrixSampleEstimator,
+    _check_positive_float,
+    _check_positive_int,
+    check_labels,
+    check_targets,
+)
 from .._ragged import check_ragged
 
 __all__ = ["TwoStepRegressor", "TwoStepClassifier"]
@@ -359,9 +365,7 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
         self.C = C
 
     def _encode_targets(self, y, n):
-        y = check_targets(y, n, numeric=False)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D (n,) for classification, got shape {y.shape}")
+        y = check_labels(y, n)
         if np.unique(y).size < 2:
             raise ValueError(
                 f"y has a single class {y[0]!r}: classification needs at least two"

@@ -1,0 +1,121 @@
+"""skdiagatt.plotting, drawn headless (Agg)."""
+
+import sys
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.pipeline import make_pipeline
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from skdiagatt import DiagAttRegressor, RowStandardScaler  # noqa: E402
+from skdiagatt.images import image_to_patches  # noqa: E402
+from skdiagatt.plotting import (  # noqa: E402
+    plot_history,
+    plot_learning_curve,
+    plot_patches,
+    plot_tokens,
+)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _boxed(ax):
+    return [t.get_text() for t in ax.texts
+            if t.get_bbox_patch() is not None and t.get_bbox_patch().get_edgecolor() == (0, 0, 0, 1)]
+
+
+def test_tokens_shaded_and_selected():
+    fig, ax = plt.subplots()
+    tokens = [["a", "good", "un", "##usual", "film"], ["dull"]]
+    weights = [np.array([[0.1, 0.5, 0.1, 0.1, 0.2]]), np.array([1.0])]
+    assert plot_tokens(tokens, weights, selected=[[1], [0]], labels=["fresh", "rotten"], ax=ax) is ax
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["fresh", "a", "good", "un", "usual", "film", "rotten", "dull"]
+    assert _boxed(ax) == ["good", "dull"]
+    colours = {t.get_text(): t.get_bbox_patch().get_facecolor() for t in ax.texts[1:6]}
+    assert colours["good"] != colours["a"]  # the largest weight is the darkest shade
+    # Contributions of both signs: a diverging map whose centre is white, zero stays white.
+    signed = plot_tokens(["up", "zero", "down"], [1.0, 0.0, -1.0])
+    centre = [t.get_bbox_patch().get_facecolor() for t in signed.texts][1]
+    assert np.allclose(centre[:3], plt.get_cmap("RdBu_r")(0.45)[:3])
+    with pytest.raises(ValueError, match="3 tokens but values of shape"):
+        plot_tokens(["a", "b", "c"], [0.5, 0.5])
+
+
+def test_tokens_wrap_within_the_axes():
+    ax = plot_tokens(["word"] * 200, np.ones(200))
+    lines = {round(t.get_position()[1], 3) for t in ax.texts}
+    assert len(lines) > 3
+    right = max(t.get_window_extent().x1 for t in ax.texts)
+    assert right <= ax.figure.bbox.width + 1
+
+
+def test_patches_marks_true_and_chosen_and_shades():
+    image = np.random.RandomState(0).random_sample((8, 12))
+    _, grid = image_to_patches([image, image[:4]], 4)
+    fig, ax = plt.subplots()
+    out = plot_patches(image, grid, 0, values=np.eye(2, 6), true_rows=[5], chosen_rows=[4], ax=ax)
+    assert out is ax and len(ax.images) == 2
+    (true, chosen) = ax.patches
+    assert true.get_linestyle() == "--" and chosen.get_linestyle() == "-"
+    assert (chosen.get_x(), chosen.get_y(), chosen.get_width()) == (3.5, 3.5, 4.0)
+    assert (true.get_x(), true.get_y(), true.get_width()) == (6.5, 2.5, 6.0)
+    shaded = ax.images[1].get_array()
+    assert shaded[0, 0] == 1.0 and shaded[0, 4] == 1.0 and shaded[0, 8] == 0.0  # heads summed
+    alone = plot_patches(None, grid, 1, values=[1.0, 2.0, 3.0], grid_lines=False)
+    assert len(alone.images) == 1 and alone.get_lines() == []
+    with pytest.raises(ValueError, match=r"image has shape \(8, 12\) but image 1"):
+        plot_patches(image, grid, 1)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X = np.random.RandomState(0).normal(size=(40, 5, 3))
+    pipe = make_pipeline(RowStandardScaler(),
+                         DiagAttRegressor(max_iter=3, calibration_iter=2, early_stopping=True,
+                                          random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return pipe.fit(X, X[:, 0, 0])
+
+
+def test_history_marks_the_phase_switch(fitted):
+    ax = plot_history(fitted)  # through the pipeline
+    est = fitted[-1]
+    lines = ax.get_lines()
+    labels = [line.get_label() for line in lines]
+    assert labels[:2] == ["main phase", "main phase (validation)"]
+    assert "calibration" in labels
+    switch = [line for line in lines if line.get_linestyle() == "--"]
+    assert len(switch) == 1 and switch[0].get_xdata()[0] == est.loss_curve_phase_.count("main") + 0.5
+    y = np.concatenate([line.get_ydata() for line in lines if line.get_marker() == "o"])
+    np.testing.assert_array_equal(y, est.loss_curve_)
+    with pytest.raises(TypeError, match="RowStandardScaler has no loss_curve_"):
+        plot_history(fitted[0])
+
+
+def test_learning_curve_mean_and_band():
+    fig, ax = plt.subplots()
+    assert plot_learning_curve([10, 100], [[0.2, 0.4], [0.8, 0.8]], label="a", ax=ax,
+                               references={"chance": 0.1}) is ax
+    plot_learning_curve([10, 100], [0.1, 0.3], label="b", ax=ax)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [0.3, 0.8])
+    assert len(ax.collections) == 1  # one band: the single-repetition curve has none
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    with pytest.raises(ValueError, match="one row per size"):
+        plot_learning_curve([10, 100, 1000], [0.1, 0.3])
+
+
+def test_missing_matplotlib_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r'pip install "skdiagatt\[plot\]"'):
+        plot_learning_curve([1], [1.0])
