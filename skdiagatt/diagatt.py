@@ -183,7 +183,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         component r, at the temperature of ``log_scale = 0``.  A low-rank
         ``W`` starts from the positive part of the quadratic coefficients.
         """
-        if self.init == "zeros" or (self.init == "auto" and self.n_heads > 1):
+        if self.init == "zeros" or (self.init == "auto" and (self.n_heads > 1 or self._mil)):
             return params
         d = S.shape[0]
         affine = self.score_form == "affine"
@@ -582,8 +582,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         the Bayes localizer from a few hundred samples whenever the signal
         rows differ in distribution from the others; training then refines
         them with the targets.  "zeros": ``W = 0``, uniform attention.
-        "auto": "mixture" with one head, "zeros" with several (the
-        mixture's components do not yet start several heads well).
+        "auto": "mixture" with one head, "zeros" with several heads or under
+        ``assumption="standard-mil"`` (there the mixture's components, or
+        unusual negative instances, start the scores less well than uniform
+        attention does).
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int, default=20

@@ -56,6 +56,9 @@ def test_reaching_max_iter_warns_and_an_early_stop_does_not(cls, data):
     est = cls(**dict(FAST, max_iter=10), tol=1e9, n_iter_no_change=2)
     assert _fit_recording(est, X, y) == []
     assert est.loss_curve_phase_.count("main") == 3
+    # Reaching max_iter with a loss that no longer falls by tol is no warning.
+    est = cls(**FAST, tol=1e9, n_iter_no_change=100)
+    assert _fit_recording(est, X, y) == [] and est.n_iter_ >= 3
 
 
 @pytest.mark.parametrize("cls", [DiagAttRegressor, StdAttRegressor])
