@@ -183,7 +183,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         component r, at the temperature of ``log_scale = 0``.  A low-rank
         ``W`` starts from the positive part of the quadratic coefficients.
         """
-        if self.init == "zeros" or (self.init == "auto" and (self.n_heads > 1 or self._mil)):
+        if self.init == "zeros" or (self.init == "auto" and (self.n_heads > 1 or getattr(self, "_mil", False))):
             return params
         d = S.shape[0]
         affine = self.score_form == "affine"
