@@ -319,6 +319,8 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         Returns
         -------
         train_samples : list of ndarray
+        train_Y : ndarray or list
+            The targets of ``train_samples``.
         loop_kwargs : dict
             ``data`` and the keyword arguments of ``fit_loop`` shared by every
             phase (``batch_size``, ``random_state``, ``tol``,
@@ -343,7 +345,7 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         batch_size = self.batch_size
         if batch_size == "auto":
             batch_size = min(256, max(32, idx_train.size // 16))
-        return train_samples, dict(
+        return train_samples, take(idx_train), dict(
             data=data,
             batch_size=batch_size,
             random_state=rng,

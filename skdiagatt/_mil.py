@@ -38,14 +38,13 @@ class AssumptionMixin:
         super()._check_params()
         if not self._mil:
             return
-        # Both act on the value read-out, which this mode does not have.
-        for name in ("value_refit", "exclusive_heads"):
-            if getattr(self, name):
-                raise ValueError(
-                    f"{name}=True has no meaning under assumption='standard-mil' (a bag's "
-                    "logit comes from each head's instance scores, not from value vectors); "
-                    f"set {name}=False"
-                )
+        # The refit acts on the value read-out, which this mode does not have.
+        if self.value_refit:
+            raise ValueError(
+                "value_refit=True has no meaning under assumption='standard-mil' (a bag's "
+                "logit comes from each head's instance scores, not from value vectors); "
+                "set value_refit=False"
+            )
 
     @property
     def _loss_fn(self):

@@ -30,6 +30,8 @@ All arithmetic is float64 NumPy on at most ``max_samples`` samples: the start
 needs a fraction of the rows of a large data set.
 """
 
+import itertools
+
 import numpy as np
 
 __all__ = ["MAX_SAMPLES", "signal_mixture"]
@@ -37,8 +39,13 @@ __all__ = ["MAX_SAMPLES", "signal_mixture"]
 #: Samples the mixture is fitted on at most (drawn at random from more).
 MAX_SAMPLES = 2048
 
+# Components whose distinct-row posterior is summed exactly, over this many
+# rows beyond the number of components in each sample.
+_EXACT_COMPONENTS = 4
+_SPARE_ROWS = 3
 
-def _stacked(samples, c, S):
+
+def stacked_rows(samples, c, S):
     """The whitened rows ``z = c S x`` of all samples (N, d) and each sample's first row."""
     lengths = np.array([len(x) for x in samples])
     Z = np.concatenate(samples).astype(np.float64) @ (float(c) * np.asarray(S, np.float64))
@@ -56,18 +63,41 @@ def _segment_softmax(scores, starts):
 def _responsibilities(scores, starts, n_sweeps=5):
     """Each component's posterior over the rows (N, K), its rows distinct from the others'.
 
-    One row per component and sample, never the same row twice: the
-    posterior that component k's row is j carries the factor ``P(no other
-    component's row is j)``.  A few mean-field sweeps approximate it (one
-    component needs none); without them a component would also claim the
-    rows of another that lie further from the background.
+    One row per component and sample, never the same row twice: the joint
+    posterior of an assignment of distinct rows is proportional to
+    ``exp(sum_k score_k(row_k))``.  For a few components it is summed exactly
+    over the assignments among each sample's most likely rows
+    (:func:`_assignment_marginals`); otherwise a few mean-field sweeps
+    approximate it (each component's posterior times ``P(no other component's
+    row is j)``).  Mean field alone lets two components settle half on the
+    same rows, when both scores favour them.
     """
     r = _segment_softmax(scores, starts)
-    if scores.shape[1] == 1:
+    K = scores.shape[1]
+    if K == 1:
         return r
     for _ in range(n_sweeps):
         free = np.log(np.maximum(1.0 - r, 1e-12))
         r = _segment_softmax(scores + free.sum(axis=1, keepdims=True) - free, starts)
+    counts = np.diff(np.append(starts, len(scores)))
+    m = min(K + _SPARE_ROWS, counts.min())
+    if K <= _EXACT_COMPONENTS and m >= K:
+        r = _assignment_marginals(scores, starts, counts, m)
+    return r
+
+
+def _assignment_marginals(scores, starts, counts, m):
+    """Exact marginals of distinct-row assignments among each sample's ``m`` best rows (N, K)."""
+    K = scores.shape[1]
+    assign = np.array(list(itertools.permutations(range(m), K)))  # (n_assign, K)
+    best = scores.max(axis=1)
+    cand = np.stack([s + np.argsort(-best[s:s + c], kind="stable")[:m] for s, c in zip(starts, counts)])
+    logw = np.sum(scores[cand][:, assign, np.arange(K)], axis=-1)  # (n, n_assign)
+    w = np.exp(logw - logw.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    r = np.zeros_like(scores)
+    for k in range(K):
+        r[cand, k] = w @ np.eye(m)[assign[:, k]]  # (n, m): mass of each candidate row
     return r
 
 
@@ -128,27 +158,6 @@ def _scores(Z, P0, m0, components):
     return scores, A, a
 
 
-def _split(Z, r, k, rng, n_iter=10):
-    """Responsibilities (N, k) that split the weight ``r`` (N,) of one component into k (weighted k-means)."""
-    if k == 1:
-        return r[:, None]
-    keep = np.flatnonzero(r > 1e-3 * r.max())
-    Zk, wk = Z[keep], r[keep]
-    centres = [Zk[rng.choice(len(Zk), p=wk / wk.sum())]]
-    for _ in range(1, k):  # k-means++ seeding
-        d2 = np.min([np.sum((Zk - c) ** 2, axis=1) for c in centres], axis=0) * wk
-        centres.append(Zk[rng.choice(len(Zk), p=d2 / d2.sum())])
-    centres = np.stack(centres)
-    for _ in range(n_iter):
-        label = np.argmin(((Zk[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
-        for j in range(k):
-            if np.any(label == j):
-                centres[j] = np.average(Zk[label == j], axis=0, weights=wk[label == j])
-    out = np.zeros((len(Z), k))
-    out[keep, label] = wk
-    return out
-
-
 def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
                    max_samples=MAX_SAMPLES, random_state=None):
     """Score coefficients of the rows' Gaussian mixture, in the whitened coordinates ``z = c S x``.
@@ -177,7 +186,8 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     A : ndarray of shape (n_components, d, d)
         Quadratic coefficients (symmetric).
     a : ndarray of shape (n_components, d)
-        Linear coefficients (zeros unless ``affine``).
+        Linear coefficients (zeros unless ``affine``).  Both are zeros (uniform
+        attention) when the rows are too degenerate for the fit.
 
     Examples
     --------
@@ -197,25 +207,105 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     from threadpoolctl import threadpool_limits
 
     rng = np.random.RandomState(0) if random_state is None else random_state
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng)
+    d = samples[0].shape[1]
+    try:
+        with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
+            A, a = _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng)
+    except np.linalg.LinAlgError:
+        A = a = np.full(1, np.nan)
+    if not (np.isfinite(A).all() and np.isfinite(a).all()):
+        # Degenerate rows (all alike, or of extreme scale): the uniform start.
+        return np.zeros((n_components, d, d)), np.zeros((n_components, d))
+    return A, a
 
 
 def _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng):
     if len(samples) > max_samples:
         pick = np.sort(rng.choice(len(samples), max_samples, replace=False))
         samples = [samples[i] for i in pick]
-    Z, starts = _stacked(samples, c, S)
+    Z, starts = stacked_rows(samples, c, S)
     moments = (len(Z), Z.sum(axis=0), Z.T @ Z)
     m0, C0 = _complement(moments, Z, np.zeros(len(Z)))
     P0 = _precision(C0)
-    # Start: the rows the background explains least (a signal twice as spread).
+    # Start: the rows the background explains least (one head: a signal twice as spread).
     D = Z - m0
-    r = _segment_softmax(0.25 * np.sum((D @ P0) * D, axis=1)[:, None], starts)
+    if n_components == 1:
+        r = _segment_softmax(0.25 * np.sum((D @ P0) * D, axis=1)[:, None], starts)
+    else:
+        r = _clustered_outliers(Z, starts, np.sum((D @ P0) * D, axis=1), n_components, rng)
     r, A, a = _em(Z, starts, moments, r, affine, n_iter)
     if n_components > 1:
-        r, A, a = _em(Z, starts, moments, _split(Z, r[:, 0], n_components, rng), affine, n_iter)
+        A, a = _discriminate(Z, starts, r, A, a)
     return A, a if affine else np.zeros_like(a)
+
+
+def _discriminate(Z, starts, r, A, a):
+    """Scores that tell each component's rows from the other components' too.
+
+    A component's log-likelihood ratio ``s_k`` against the background may
+    favour another component's rows (a widely spread signal scores high on a
+    shifted one), and the heads' softmaxes are independent: only the joint
+    posterior keeps them apart.  Head k's score becomes ``sum_l theta_kl
+    s_l``, still a quadratic, with ``theta_k`` the conditional-logit fit of
+    the posterior ``r[:, k]`` on the rows' scores (:func:`_conditional_logit`).
+    """
+    scores = np.stack([np.sum((Z @ Ak) * Z, axis=1) for Ak in A], axis=1) + Z @ a.T
+    theta = np.stack([_conditional_logit(scores, starts, r[:, k], k) for k in range(A.shape[0])])
+    return np.einsum("kl,lde->kde", theta, A), theta @ a
+
+
+def _conditional_logit(F, starts, target, k, n_iter=30, tol=1e-8):
+    """``theta`` (K,) maximizing ``sum_ij target_ij log softmax_j(F_ij . theta)``, from ``e_k``.
+
+    Newton's method with step halving on a concave objective; ``target``
+    sums to one over each sample's rows.
+    """
+    counts = np.diff(np.append(starts, len(F)))
+
+    def objective(theta):
+        s = F @ theta
+        top = np.maximum.reduceat(s, starts)
+        norm = top + np.log(np.add.reduceat(np.exp(s - np.repeat(top, counts)), starts))
+        return target @ s - norm.sum()
+
+    theta = np.eye(F.shape[1])[k]
+    value = objective(theta)
+    for _ in range(n_iter):
+        p = _segment_softmax((F @ theta)[:, None], starts)[:, 0]
+        mean_p = np.add.reduceat(p[:, None] * F, starts, axis=0)
+        grad = (target - p) @ F
+        hess = (F * p[:, None]).T @ F - mean_p.T @ mean_p
+        step = np.linalg.lstsq(hess + 1e-9 * np.trace(hess) * np.eye(len(theta)), grad, rcond=None)[0]
+        t = 1.0
+        while t > 1e-4 and objective(theta + t * step) < value:
+            t /= 2
+        if t <= 1e-4:
+            break
+        theta, previous = theta + t * step, value
+        value = objective(theta)
+        if value - previous < tol * max(1.0, abs(value)):
+            break
+    return theta
+
+
+def _clustered_outliers(Z, starts, distance, k, rng):
+    """Responsibilities (N, k) of k signal components from each sample's k most outlying rows.
+
+    The rows the background explains least are mostly signal rows; a
+    Gaussian mixture (diagonal covariances) groups them into the k kinds of
+    signal row, so that each component starts on one kind.
+    """
+    from sklearn.mixture import GaussianMixture
+
+    counts = np.diff(np.append(starts, len(Z)))
+    top = np.concatenate([
+        s + np.argsort(-distance[s:s + c], kind="stable")[:k] for s, c in zip(starts, counts)
+    ])
+    mixture = GaussianMixture(k, covariance_type="diag", random_state=rng.randint(2**31 - 1))
+    r = np.zeros((len(Z), k))
+    r[top] = mixture.fit(Z[top]).predict_proba(Z[top])
+    total = np.repeat(np.add.reduceat(r, starts, axis=0), counts, axis=0)
+    return np.where(total > 0, r / np.maximum(total, 1e-300), 1.0 / np.repeat(counts, counts)[:, None])
 
 
 def _em(Z, starts, moments, r, affine, n_iter, tol=1e-3):

@@ -44,17 +44,17 @@ class TwoPhaseTraining:
         warm = self._check_warm(d)
         Y, meta, family = self._encode_targets(y, n, warm)  # Y: (n, t) float32
         rng = check_random_state(self.random_state)
-        train_samples, loop = self._training_data(samples, Y, rng)
+        train_samples, train_Y, loop = self._training_data(samples, Y, rng)
         if warm:
             c, S = self.input_scale_, self.preconditioner_
             params = self._previous_params(d, Y.shape[1])
         else:
             c, S = preconditioner(train_samples, self.whiten)
-            params = self._start(self._init_params(d, Y.shape[1], rng), train_samples, c, S, rng)
+            params = self._start(self._init_params(d, Y.shape[1], rng), train_samples, train_Y, c, S, rng)
         return self._train(params, c, S, d, family, meta, loop, n_train=len(train_samples), warm=warm)
 
-    def _start(self, params, samples, c, S, rng):
-        """The parameters a fresh fit starts from, given its training samples (here ``params``)."""
+    def _start(self, params, samples, Y, c, S, rng):
+        """The parameters a fresh fit starts from, given its training samples and targets (here ``params``)."""
         return params
 
     def _shrinkage_target(self, params, n):

@@ -14,9 +14,11 @@ from ._base import (
     check_labels,
     chunk_factory,
 )
+from ._evidence import evidence_ridge
 from ._mil import AssumptionMixin
 from ._mixture import MAX_SAMPLES, signal_mixture
 from ._ragged import check_ragged
+from ._starts import choose_start
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
 from ._training import fit_loop, map_device_data, round_count, training_data
 from ._two_phase import TwoPhaseTraining
@@ -75,9 +77,9 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         rank=None,
         symmetric=True,
         score_form="affine",
-        exclusive_heads=False,
+        exclusive_heads=True,
         alpha="auto",
-        alpha_value=0.0,
+        alpha_value="auto",
         value_refit=False,
         objective="latent",
         whiten=True,
@@ -137,7 +139,10 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             raise ValueError(f'alpha must be "auto" or a finite number >= 0, got {self.alpha!r}')
         if not isinstance(self.alpha, str):
             _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
+        if isinstance(self.alpha_value, str) and self.alpha_value != "auto":
+            raise ValueError(f'alpha_value must be "auto" or a finite number >= 0, got {self.alpha_value!r}')
+        if not isinstance(self.alpha_value, str):
+            _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
         if not isinstance(self.value_refit, (bool, np.bool_)):
             raise ValueError(f"value_refit must be True or False, got {self.value_refit!r}")
         if self.objective not in ("latent", "attention"):
@@ -175,21 +180,33 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             params["U"] = np.zeros((R, d), np.float32)
         return params
 
-    def _start(self, params, samples, c, S, rng):
-        """``init="mixture"`` (and ``"auto"`` with one head): the scores of the rows' Gaussian mixture.
+    def _start(self, params, samples, Y, c, S, rng):
+        """``init="mixture"`` / ``"auto"``: the start of the row scores from the data.
 
-        The mixture's log-likelihood ratios are affine scores in the whitened
-        coordinates (:mod:`skdiagatt._mixture`); head r starts from signal
-        component r, at the temperature of ``log_scale = 0``.  A low-rank
-        ``W`` starts from the positive part of the quadratic coefficients.
+        ``"mixture"``: the scores of the rows' Gaussian mixture
+        (:mod:`skdiagatt._mixture`), one signal component per head.
+        ``"auto"``: the uniform, mixture or response start of least
+        cross-validated error of its read-out (:mod:`skdiagatt._starts`).  The
+        scores are affine in the whitened coordinates; they enter at the
+        temperature of ``log_scale = 0``.  A low-rank ``W`` starts from the
+        positive part of the quadratic coefficients.
         """
-        if self.init == "zeros" or (self.init == "auto" and (self.n_heads > 1 or getattr(self, "_mil", False))):
+        self._chosen_start = "zeros"
+        if self.init == "zeros" or (self.init == "auto" and getattr(self, "_mil", False)):
             return params
-        d = S.shape[0]
+        if len(samples) > MAX_SAMPLES:
+            pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
+            samples, Y = [samples[i] for i in pick], Y[pick]
         affine = self.score_form == "affine"
         A, a = signal_mixture(samples, c, S, self.n_heads, affine=affine, random_state=rng)
-        tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
-        A, a = A * tau, a * tau
+        self._chosen_start = "mixture"
+        if self.init == "auto":
+            A, a, self._chosen_start = choose_start(samples, Y, c, S, (A, a), affine=affine, random_state=rng)
+        tau = self._temperature(S.shape[0])
+        return self._start_at(params, A * tau, a * tau if affine else None)
+
+    def _start_at(self, params, A, a):
+        """``params`` with the scores' coefficients ``A`` (R, d, d) and ``a`` (R, d) or None."""
         params = dict(params)
         if "W" in params:
             params["W"] = A.astype(np.float32)
@@ -200,9 +217,12 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             params["L"] = L.astype(np.float32)
             if "M" in params:
                 params["M"] = params["L"].copy()
-        if affine:
+        if a is not None:
             params["U"] = a.astype(np.float32)
         return params
+
+    def _temperature(self, d):
+        return np.sqrt(d) if self.temperature is None else float(self.temperature)
 
     def _shrinkage_target(self, params, n):
         # The penalty shrinks the score parameters towards where training
@@ -216,22 +236,39 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         }
 
     def _frozen(self, c, S, d):
-        tau = np.sqrt(d) if self.temperature is None else float(self.temperature)
+        tau = self._temperature(d)
         frozen = {
             "x_scale": np.float32(c),
             "S": S,
             "inv_tau": np.float32(1.0 / tau),
-            "alpha_value": np.float32(self.alpha_value),
+            "alpha_value": np.float32(self._value_penalty()),
         }
-        if self.exclusive_heads and self.n_heads > 1:
+        # Under standard-mil each head scores instances on its own (any may be positive).
+        if self.exclusive_heads and self.n_heads > 1 and not getattr(self, "_mil", False):
             frozen["exclusion"] = np.float32(1.0)
         return frozen
 
+    def _value_penalty(self):
+        """The L2 penalty on ``V`` during training: ``alpha_value``, 0 under "auto"."""
+        return 0.0 if isinstance(self.alpha_value, str) else self.alpha_value
+
     def _refit_readout(self, params, frozen, data, family):
-        """``value_refit``: V and b at the exact minimum given the trained weights."""
-        if not self.value_refit:
+        """V and b refit with the trained weights fixed (``value_refit``, or ``alpha_value="auto"``).
+
+        Under ``"auto"`` a Gaussian read-out is the ridge regression on the
+        attention-pooled rows whose penalty maximizes the evidence
+        (:mod:`skdiagatt._evidence`); other families keep their trained read-out
+        unless ``value_refit``.
+        """
+        evidence = isinstance(self.alpha_value, str) and family == "gaussian"
+        if not (self.value_refit or evidence):
             return params
         H, Y = map_device_data(_pooled, data, params, frozen)
+        if evidence:
+            R, d, t = params["V"].shape
+            coef, intercept, _ = evidence_ridge(H.reshape(len(H), R * d), Y)
+            return {**params, "V": coef.reshape(R, d, t).astype(np.float32),
+                    "b": intercept.astype(np.float32)}
         # Padded like the training buckets (weight-0 filler up to a rounded
         # count), so that fits of similar size reuse the compiled solver.
         n = len(H)
@@ -240,9 +277,16 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         pad = lambda a: np.pad(a, [(0, fill)] + [(0, 0)] * (a.ndim - 1))  # noqa: E731
         V, b, _ = fit_readout(
             params["V"], params["b"], pad(H), pad(Y), params["log_sigma"],
-            np.float32(self.alpha_value), family, w=w,
+            np.float32(self._value_penalty()), family, w=w,
         )
         return {**params, "V": np.asarray(V), "b": np.asarray(b)}
+
+    def _set_fitted(self, params, c, S, d, results, meta, warm=False):
+        super()._set_fitted(params, c, S, d, results, meta, warm)
+        # A warm start continues from the previous fit's start.
+        if not warm:
+            self.start_ = self.__dict__.pop("_chosen_start")
+        return self
 
     # ------------------------------------------------------ beyond memory
     def _accumulate_chunk(self, samples, scan):
@@ -315,7 +359,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             params = self._previous_params(d, Y.shape[1])
         else:
             c, S = preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
-            params = self._start(self._init_params(d, Y.shape[1], rng), scan["start_samples"], c, S, rng)
+            start = scan["start_samples"]
+            params = self._start(self._init_params(d, Y.shape[1], rng), start, Y[: len(start)], c, S, rng)
         batch_size = self._auto_batch_size(n)
         per_epoch = self._chunk_steps(scan, batch_size)
         stream = self._chunk_stream(make, lambda k, off, size: Y[off : off + size], d)
@@ -379,7 +424,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         rng = state["rng"]
         if first:
             c, S = preconditioner(samples, self.whiten)
-            params = self._start(self._init_params(d, Y.shape[1], rng), samples, c, S, rng)
+            params = self._start(self._init_params(d, Y.shape[1], rng), samples, Y, c, S, rng)
         else:
             c, S = self.input_scale_, self.preconditioner_
             params = self._previous_params(d, Y.shape[1])
@@ -412,6 +457,8 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         phases = [] if first else list(self.loss_curve_phase_)
         self.loss_curve_phase_ = phases + ["main"] * len(result.loss_curve)
         self.validation_scores_ = None
+        if first:
+            self.start_ = self.__dict__.pop("_chosen_start")
         self._set_target_meta(meta)
         self._partial_state = {"rng": rng, "opt_state": result.opt_state, "target": target}
         return self
@@ -538,20 +585,27 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         tell ``x`` from ``-x`` (rows drawn around ``+m`` and ``-m`` score
         alike); where the linear term is not needed it costs d parameters per
         head and measured nothing (``docs/diagatt_training.md``).
-    exclusive_heads : bool, default=False
+    exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l`` (see
-        :func:`skdiagatt.kernels.diagatt.competing_scores`).  For samples
-        whose rows of interest are distinct, one per head, as in the
-        simulations with s > 1; no effect with one head.
+        :func:`skdiagatt.kernels.diagatt.competing_scores`), the model of
+        samples whose rows of interest are distinct, one per head.  Without
+        it two heads may settle on the same kind of row.  No effect with one
+        head or under ``assumption="standard-mil"``.
     alpha : float or "auto", default="auto"
         L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
         coordinates, towards where training starts (see ``init``), added to
         the mean loss over the training samples.  "auto": ``30 / n`` for n
         training samples, a Gaussian prior that weighs as much as 30
         samples (``partial_fit``: n of its first call).
-    alpha_value : float, default=0.0
-        L2 penalty on the value vectors.
+    alpha_value : float or "auto", default="auto"
+        L2 penalty on the value vectors.  "auto": none during training; after
+        it, the regressor's ``V`` and ``b`` are refit as the ridge regression of
+        the targets on the attention-pooled rows whose penalty maximizes the
+        marginal likelihood (empirical Bayes, :mod:`skdiagatt._evidence`): a
+        large penalty, towards predicting the mean, when samples are few for
+        the rows' dimension or the signal is weak, a vanishing one with many
+        samples.  The classifier's read-out is not penalized under "auto".
     value_refit : bool, default=False
         After training, replace the value vectors ``V`` and the intercept
         ``b`` by the exact minimiser of the attention objective with the
@@ -581,11 +635,17 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         outnumber the targets by the rows per sample, place the scores near
         the Bayes localizer from a few hundred samples whenever the signal
         rows differ in distribution from the others; training then refines
-        them with the targets.  "zeros": ``W = 0``, uniform attention.
-        "auto": "mixture" with one head, "zeros" with several heads or under
-        ``assumption="standard-mil"`` (there the mixture's components, or
-        unusual negative instances, start the scores less well than uniform
-        attention does).
+        them with the targets.  Several heads start on as many kinds of signal
+        row, each head's score fitted to tell its rows from the others' too.
+        "zeros": ``W = 0``, uniform attention.  "auto": the candidate of
+        least cross-validated error of a ridge read-out on the rows it pools,
+        among uniform attention, the mixture (at full and half strength) and
+        the rows whose projection on the response's direction is large (see
+        :mod:`skdiagatt._starts`): unusual rows that do not move the response
+        do not capture the start.  Under ``assumption="standard-mil"``
+        "auto" is "zeros" (unusual negative instances would start the scores
+        less well than uniform attention does).  ``start_`` names the start
+        chosen.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int, default=20
@@ -650,6 +710,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         (:func:`skdiagatt.plotting.plot_history` marks the switch).
     validation_scores_ : list of float or None
         Validation objective per epoch when ``early_stopping``.
+    start_ : str
+        Where training started (see ``init``): ``"zeros"``, ``"mixture"``,
+        or under "auto" the candidate chosen, with its strength (for example
+        ``"mixture x1"``, ``"response x3"``, ``"uniform"``).
     y_mean_, y_scale_ : ndarray of shape (t,)
         Targets are standardized with these for training.
 
@@ -749,7 +813,7 @@ early_stopping, validation_fraction, random_state, verbose, warm_start
         The logit(s) when every row's term (:meth:`row_contributions`) is 0:
         a float for two classes.
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
-loss_curve_phase_, validation_scores_
+loss_curve_phase_, validation_scores_, start_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
 
     Examples

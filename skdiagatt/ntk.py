@@ -321,7 +321,7 @@ validation_fraction, random_state, verbose, warm_start
         Y, meta = self._encode_targets(y, samples, warm)
         rng = check_random_state(self.random_state)
         frozen = self.attention_weights_ if warm else self._projections(d, rng)
-        _, loop = self._training_data(samples, Y, rng)
+        _, _, loop = self._training_data(samples, Y, rng)
         if warm:
             params = {k: v.copy() for k, v in self.params_.items()}
         else:

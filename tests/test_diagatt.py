@@ -342,8 +342,9 @@ def test_exclusive_heads_split_the_rows_between_heads():
     X, y, rows, _ = make_individualized_regression(900, n_rows=10, n_features=6, n_signal=2,
                                                    signal=((4, 2), (-4, 2)), random_state=3)
     tr, te = slice(0, 700), slice(700, None)
-    kw = dict(n_heads=2, max_iter=15, random_state=0)
-    plain = DiagAttRegressor(**kw).fit(X[tr], y[tr])
+    # From uniform attention, so that the heads' competition alone separates them.
+    kw = dict(n_heads=2, max_iter=15, init="zeros", random_state=0)
+    plain = DiagAttRegressor(exclusive_heads=False, **kw).fit(X[tr], y[tr])
     excl = DiagAttRegressor(exclusive_heads=True, **kw).fit(X[tr], y[tr])
     # localize(): the arg-max row of each head, so both rows are found only
     # when the heads take one each.
@@ -476,6 +477,8 @@ def test_more_steps_per_epoch_on_the_same_shapes_compile_nothing():
 
 
 def test_query_key_and_linear_score_match_attention(fitted_reg, reg_data):
+    # Independent heads: each head's weights are the softmax of its own scores.
+    fitted_reg = clone(fitted_reg).set_params(exclusive_heads=False).fit(*reg_data[:2])
     x = reg_data[0][0].astype(float)
     Q = fitted_reg.query_key_
     psi = np.einsum("pa,rab,pb->rp", x, Q, x) + fitted_reg.linear_score_ @ x.T

@@ -104,10 +104,11 @@ def test_penalty_shrinks_towards_the_start():
     # A huge alpha keeps the score parameters where the start put them.
     X, y, _, _ = make_individualized_regression(100, n_rows=12, n_features=5, random_state=0)
     c, S = preconditioner(X, True)
-    A, a = signal_mixture(X, c, S, random_state=np.random.RandomState(0))
-    est = DiagAttRegressor(alpha=1e4, max_iter=3, calibration_iter=0, random_state=0).fit(X, y)
-    start = DiagAttRegressor(random_state=0)._start(
-        {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)}, X, c, S,
+    Y = ((y - y.mean()) / y.std())[:, None]
+    kw = dict(init="mixture", max_iter=3, calibration_iter=0, random_state=0)
+    est = DiagAttRegressor(alpha=1e4, **kw).fit(X, y)
+    start = DiagAttRegressor(init="mixture")._start(
+        {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)}, X, Y, c, S,
         np.random.RandomState(0))
     # Adam's steps leave a jitter of about the step size around the minimum.
     assert np.abs(start["W"]).max() > 0.5
@@ -115,14 +116,108 @@ def test_penalty_shrinks_towards_the_start():
     zeros = DiagAttRegressor(init="zeros", alpha=1e4, max_iter=3, calibration_iter=0,
                              random_state=0).fit(X, y)
     assert np.abs(zeros.params_["W"]).max() < 0.01
+    assert (est.start_, zeros.start_) == ("mixture", "zeros")
 
 
-def test_several_heads_start_uniform_by_default():
-    X, y, _, _ = make_individualized_regression(60, n_rows=8, n_features=4, n_signal=2,
-                                                random_state=0)
-    auto = DiagAttRegressor(n_heads=2, **FAST).fit(X, y)
-    zeros = DiagAttRegressor(n_heads=2, init="zeros", **FAST).fit(X, y)
-    assert np.array_equal(auto.params_["W"], zeros.params_["W"])
+def _two_kinds(n, seed=0, p=12, d=8):
+    """Rows N(0, I) but two per sample: one shifted along e_0, one spread 3x; y from both."""
+    rng = np.random.RandomState(seed)
+    X, rows, y = [], [], []
+    for _ in range(n):
+        x = rng.standard_normal((p, d))
+        i, j = rng.choice(p, 2, replace=False)
+        x[i, 0] += 4.0
+        x[j] *= 3.0
+        X.append(x)
+        rows.append([i, j])
+        y.append(x[i, 1] - 2.0 * x[j, 2] + 0.1 * rng.standard_normal())
+    return X, np.array(y), np.array(rows)
+
+
+def test_several_heads_start_on_distinct_kinds_of_signal_row():
+    X, _, rows = _two_kinds(400)
+    c, S = preconditioner(X, True)
+    A, a = signal_mixture(X, c, S, 2, random_state=np.random.RandomState(0))
+    found = []
+    for x in X:
+        z = c * x @ S
+        s = np.stack([np.sum((z @ Ak) * z, axis=1) + z @ ak for Ak, ak in zip(A, a)])
+        # The heads' competition for rows (exclusive_heads), one step.
+        k = np.exp(s - s.max(axis=1, keepdims=True))
+        free = np.log(np.maximum(1.0 - k / k.sum(axis=1, keepdims=True), 1e-6))
+        found.append(np.unique((s + free.sum(axis=0) - free).argmax(axis=1)))
+    assert crlr(rows, found) >= 0.9
+    heads = DiagAttRegressor(n_heads=2, **FAST).fit(X, _two_kinds(400)[1])
+    assert heads.start_.startswith("mixture")
+    assert crlr(rows, heads.localize(X)) >= 0.9
+
+
+def test_conditional_logit_recovers_the_weights_of_a_softmax():
+    from skdiagatt._mixture import _conditional_logit, _segment_softmax
+
+    rng = np.random.RandomState(0)
+    F = rng.standard_normal((2000, 3))
+    starts = np.arange(0, 2000, 10)
+    theta = np.array([1.5, -0.5, 0.25])
+    target = _segment_softmax((F @ theta)[:, None], starts)[:, 0]
+    assert np.allclose(_conditional_logit(F, starts, target, 0), theta, atol=1e-4)
+
+
+def test_unusual_rows_that_do_not_move_the_response_do_not_capture_the_start():
+    # Each sample has one far-out row unrelated to y, and one signal row
+    # moved along the response's direction, by which y moves.
+    rng = np.random.RandomState(0)
+    beta = rng.standard_normal(6)
+    X, y, rows = [], [], []
+    for _ in range(500):
+        x = rng.standard_normal((15, 6))
+        far, j = rng.choice(15, 2, replace=False)
+        x[far] *= 5.0
+        x[j] += rng.choice([-3.0, 3.0]) * beta / np.linalg.norm(beta)
+        X.append(x)
+        rows.append([j])
+        y.append(x[j] @ beta + 0.1 * rng.standard_normal())
+    y = np.array(y)
+    tr, te = slice(0, 300), slice(300, None)
+    est = DiagAttRegressor(**FAST).fit(X[tr], y[tr])
+    mixture = DiagAttRegressor(init="mixture", **FAST).fit(X[tr], y[tr])
+    assert not est.start_.startswith("mixture")
+    assert crlr(rows[te], est.localize(X[te])) > crlr(rows[te], mixture.localize(X[te])) + 0.2
+    assert est.score(X[te], y[te]) > mixture.score(X[te], y[te])
+
+
+def test_evidence_readout_keeps_small_fits_at_least_as_good_as_the_mean():
+    # Few samples for the rows' dimension and a response of pure noise: the
+    # read-out shrinks to the mean instead of fitting the noise.
+    rng = np.random.RandomState(0)
+    X = [rng.standard_normal((10, 30)) for _ in range(240)]
+    y = rng.standard_normal(240)
+    tr, te = slice(0, 40), slice(40, None)
+    est = DiagAttRegressor(random_state=0).fit(X[tr], y[tr])
+    plain = DiagAttRegressor(alpha_value=0.0, random_state=0).fit(X[tr], y[tr])
+    mean = rmse(y[te], np.full(200, y[tr].mean()))
+    assert rmse(y[te], est.predict(X[te])) <= 1.05 * mean
+    assert rmse(y[te], plain.predict(X[te])) > 1.05 * mean
+
+
+def test_evidence_ridge_counts_a_weight_of_two_as_a_repeated_sample():
+    from skdiagatt._evidence import evidence_ridge
+
+    rng = np.random.RandomState(0)
+    H, Y = rng.standard_normal((50, 4)), rng.standard_normal((50, 2))
+    w = np.ones(50)
+    w[:10] = 2.0
+    weighted = evidence_ridge(H, Y, w)
+    repeated = evidence_ridge(np.concatenate([H, H[:10]]), np.concatenate([Y, Y[:10]]))
+    for u, v in zip(weighted, repeated):
+        assert np.allclose(u, v)
+
+
+@pytest.mark.parametrize("value", ["automatic", -1.0, np.nan])
+def test_bad_alpha_value_is_rejected(value):
+    X, y, _, _ = make_individualized_regression(20, n_rows=5, n_features=3, random_state=0)
+    with pytest.raises(ValueError, match="alpha_value"):
+        DiagAttRegressor(alpha_value=value).fit(X, y)
 
 
 def test_bad_init_is_rejected():

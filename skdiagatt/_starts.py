@@ -1,0 +1,153 @@
+"""Where DiagAtt's training starts: candidate row scores, chosen by cross-validation.
+
+A start is a score function ``s(z) = z^T A z + a^T z`` per head on the
+whitened rows ``z = c S x``; the attention it gives pools each sample's rows
+into ``H_i = sum_j softmax_j(s(z_ij)) z_ij``.  Three kinds of start are
+candidates:
+
+- *uniform* (``A = 0, a = 0``): mean pooling, the start that assumes nothing;
+- *mixture*: the log-likelihood ratios of the rows' Gaussian mixture
+  (:mod:`skdiagatt._mixture`), at full and at half strength; right when the
+  signal rows differ in distribution from the others;
+- *response*: rows whose projection on the response's direction is large,
+  ``s(z) = gamma / 2 * sum_t ((z - m)^T beta_t)^2 / v_t``, with ``beta`` the
+  ridge coefficients of the targets on the mean-pooled rows and ``v_t`` the
+  rows' variance along them; right when the signal rows are the ones that
+  move the response (words of sentiment in a sentence, say), whatever their
+  distribution.
+
+The mixture can single out rows that are unusual but irrelevant to the
+response, and the response's direction can be noise, so the targets decide:
+each candidate's pooled rows feed a ridge read-out whose penalty maximizes the
+evidence (:mod:`skdiagatt._evidence`), and the candidate of least
+cross-validated squared error is the start (the response direction estimated
+without the held-out fold).  Everything is NumPy on at most the samples the
+mixture is fitted on.
+"""
+
+import numpy as np
+
+from ._evidence import evidence_ridge
+from ._mixture import stacked_rows
+
+__all__ = ["choose_start"]
+
+_FOLDS = 3
+_MIXTURE_STRENGTHS = (1.0, 0.5)
+_RESPONSE_STRENGTHS = (1.0, 3.0)
+
+
+def _quadratic_scores(Z, A, a):
+    """Scores ``z^T A_r z + a_r^T z`` of every row for every head: (N, R)."""
+    return np.stack([np.sum((Z @ A[r]) * Z, axis=1) for r in range(A.shape[0])], axis=1) + Z @ a.T
+
+
+def _pool(Z, starts, scores):
+    """Rows pooled by each head's softmax of its ``scores`` (N, R) within the samples: (n, R * d)."""
+    counts = np.diff(np.append(starts, len(Z)))
+    top = np.maximum.reduceat(scores, starts, axis=0)
+    e = np.exp(scores - np.repeat(top, counts, axis=0))
+    k = e / np.repeat(np.add.reduceat(e, starts, axis=0), counts, axis=0)
+    return np.concatenate([np.add.reduceat(k[:, [r]] * Z, starts, axis=0) for r in range(k.shape[1])], axis=1)
+
+
+def _response(H0, Y, Z, strength, affine):
+    """The response start: its direction ``beta / sqrt(v)`` (d, t), centre ``m`` and row scores (N,).
+
+    Without a linear term (``affine=False``) the projection is not centred.
+    """
+    beta, _, _ = evidence_ridge(H0, Y)  # (d, t)
+    m = Z.mean(axis=0) if affine else np.zeros(Z.shape[1])
+    u = (Z - m) @ beta
+    unit = beta / np.sqrt(np.maximum(np.var(u, axis=0), 1e-12))
+    return unit, m, strength / 2.0 * np.sum(((Z - m) @ unit) ** 2, axis=1)
+
+
+def _response_coefficients(unit, m, strength, n_heads, affine):
+    """``(A, a)`` of ``strength / 2 * |unit^T (z - m)|^2`` for every head (the constant dropped)."""
+    A = unit @ unit.T * (strength / 2.0)
+    a = -2.0 * A @ m if affine else np.zeros(len(m))
+    return np.repeat(A[None], n_heads, axis=0), np.repeat(a[None], n_heads, axis=0)
+
+
+def _cv_error(pooled, Y, folds):
+    """Mean squared error of the evidence ridge of ``Y`` on ``pooled(train)`` over the folds.
+
+    Infinite where a candidate's pooled rows are not finite (degenerate rows
+    can overflow a score) or their decomposition fails.
+    """
+    err = 0.0
+    with np.errstate(all="ignore"):
+        for k in range(folds.max() + 1):
+            test = folds == k
+            H_tr, H_te = pooled(~test)
+            if not (np.isfinite(H_tr).all() and np.isfinite(H_te).all()):
+                return np.inf
+            try:
+                coef, intercept, _ = evidence_ridge(H_tr, Y[~test])
+            except np.linalg.LinAlgError:
+                return np.inf
+            err += np.sum((H_te @ coef + intercept - Y[test]) ** 2)
+    return err / Y.size if np.isfinite(err) else np.inf
+
+
+def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
+    """The candidate start of least cross-validated error (see the module docstring).
+
+    Parameters
+    ----------
+    samples : list of ndarray of shape (p_i, d)
+    Y : ndarray of shape (n, t)
+        Targets of ``samples`` (standardized values, or 0/1 class columns).
+    c, S : float, ndarray of shape (d, d)
+        Row scale and whitener: the scores act on ``z = c S x``.
+    mixture : (ndarray (R, d, d), ndarray (R, d))
+        The mixture's score coefficients, one per head.
+    affine : bool, default=True
+        Whether scores may have a linear term.
+    random_state : numpy RandomState
+        Draws the folds.
+
+    Returns
+    -------
+    A : ndarray of shape (R, d, d)
+    a : ndarray of shape (R, d)
+    name : str
+        ``"uniform"``, ``"mixture"`` or ``"response"``, with its strength.
+    """
+    rng = np.random.RandomState(0) if random_state is None else random_state
+    Z, starts = stacked_rows(samples, c, S)
+    Y = np.asarray(Y, np.float64)
+    n, R, d = len(samples), mixture[0].shape[0], Z.shape[1]
+    if n < 2 * _FOLDS:
+        return np.zeros((R, d, d)), np.zeros((R, d)), "uniform"  # too few samples to compare
+    folds = rng.permutation(np.arange(n) % _FOLDS)
+    H0 = np.add.reduceat(Z, starts, axis=0) / np.diff(np.append(starts, len(Z)))[:, None]
+    with np.errstate(all="ignore"):
+        mixture_scores = _quadratic_scores(Z, *mixture)
+    candidates = [("uniform", 0.0 * mixture_scores[:, :1], None)] + [
+        (f"mixture x{g:g}", g * mixture_scores, g) for g in _MIXTURE_STRENGTHS
+    ]
+    best = (np.inf, "uniform", None)
+    for name, scores, g in candidates:
+        with np.errstate(all="ignore"):
+            H = _pool(Z, starts, scores)
+        err = _cv_error(lambda train, H=H: (H[train], H[~train]), Y, folds)
+        if err < best[0]:
+            best = (err, name, g)
+    for g in _RESPONSE_STRENGTHS:
+        def pooled(train, g=g):
+            # The response's direction from the training folds only.
+            H = _pool(Z, starts, _response(H0[train], Y[train], Z, g, affine)[2][:, None])
+            return H[train], H[~train]
+
+        err = _cv_error(pooled, Y, folds)
+        if err < best[0]:
+            best = (err, f"response x{g:g}", g)
+    _, name, g = best
+    if name == "uniform":
+        return np.zeros((R, d, d)), np.zeros((R, d)), name
+    if name.startswith("mixture"):
+        return mixture[0] * g, mixture[1] * g, name
+    unit, m, _ = _response(H0, Y, Z, g, affine)
+    return (*_response_coefficients(unit, m, g, R, affine), name)
