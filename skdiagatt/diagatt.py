@@ -92,6 +92,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         validation_fraction=0.1,
         random_state=None,
         verbose=0,
+        callback=None,
         warm_start=False,
         assumption="individualized",
     ):
@@ -117,6 +118,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
         self.warm_start = warm_start
         self.assumption = assumption
 
@@ -327,6 +329,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             n_iter_no_change=self.n_iter_no_change,
             validation=None,
             verbose=self.verbose,
+            callback=self.callback,
         )
         return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n,
                            warm=warm)
@@ -398,6 +401,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             batch_size=self._auto_batch_size(n),
             random_state=rng,
             verbose=self.verbose,
+            callback=self.callback,
             label=f"{type(self).__name__} partial_fit",
             schedule="constant",
             opt_state=state["opt_state"],
@@ -611,7 +615,15 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Initial value vectors, minibatch order and the validation split.  The
         same value gives bit-identical fits on the same machine.
     verbose : int, default=0
-        Print one line per epoch when > 0.
+        > 0: say when the training programs compile, and print one line per
+        epoch with its loss, its time and an estimate of the time left.
+    callback : callable or None, default=None
+        Called after every epoch of every phase with one
+        :class:`~skdiagatt.EpochInfo` (``phase``, ``epoch``, ``max_iter``,
+        ``train_loss``, ``valid_loss``, ``seconds``, ``remaining``, ...), e.g.
+        to draw the loss curve live in a notebook.  A true return value ends
+        the phase after that epoch, as early stopping would (the calibration
+        phase still runs, and is reported too).  Not called while predicting.
     warm_start : bool, default=False
         Start from the previous fit's parameters; the history (``n_iter_``,
         ``loss_curve_``) continues too.
@@ -720,7 +732,7 @@ class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _Di
     ----------
     n_heads, temperature, rank, symmetric, score_form, exclusive_heads, alpha, alpha_value, value_refit, \
 objective, whiten, init, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
-early_stopping, validation_fraction, random_state, verbose, warm_start
+early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`DiagAttRegressor`.
     assumption : {"individualized", "standard-mil"}, default="individualized"
         "individualized": the label may depend on any row, including rows
