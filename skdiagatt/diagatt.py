@@ -1,4 +1,4 @@
-"""Diagonalized attention estimators (paper 000): ``DiagAttRegressor``, ``DiagAttClassifier``."""
+"""Diagonalized attention estimators (the DiagAtt paper): ``DiagAttRegressor``, ``DiagAttClassifier``."""
 
 import jax
 import numpy as np
@@ -518,7 +518,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
 
     Training has two phases.  First the *latent-row* objective: each head
     picks one row at random with probabilities ``kappa_r`` and the response is
-    Gaussian around that row's read-out (exactly the simulator of paper 000,
+    Gaussian around that row's read-out (exactly the simulator of the DiagAtt paper,
     under which DiagAtt is the Bayes predictor); its gradient uses the rows'
     posterior responsibilities and localizes far faster than the squared loss.
     Then a calibration phase fits the per-head inverse temperature, ``v_r`` and
@@ -736,7 +736,7 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`DiagAttRegressor`.
     assumption : {"individualized", "standard-mil"}, default="individualized"
         "individualized": the label may depend on any row, including rows
-        whose presence signals the negative class (DiagAtt as in paper 000).
+        whose presence signals the negative class (DiagAtt as in the DiagAtt paper).
         "standard-mil" (two classes only): a bag is positive because of its
         instances; no instance is evidence of the negative class.  Each head
         scores the instances as above; its presence logit is ``g_r = b_r +

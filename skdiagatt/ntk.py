@@ -1,4 +1,4 @@
-"""NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
+"""NTK-Attention regression (the NTK-Attention paper): ``NTKPrefixRegressor``."""
 
 import math
 import numbers
@@ -53,7 +53,7 @@ def _state_scaled_loss(params, frozen, batch, config):
 class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
     """Attention with an infinitely long trainable prefix, compressed into ``Z`` and ``k``.
 
-    NTK-Attention (paper 001, Algorithm 1) replaces the keys and values of a
+    NTK-Attention (the NTK-Attention paper, Algorithm 1) replaces the keys and values of a
     prefix ``P`` (m rows) by two sums, ``Z = sum_r phi(W_K^T P_r) (P_r W_V)`` and
     ``k = sum_r phi(W_K^T P_r)``, where ``phi(q) . phi(k') ~ exp(q . k' / sqrt(d_h))``.
     Each row's output is ``T = (A V + phi(Q) Z) / (A 1 + phi(Q) k)`` with

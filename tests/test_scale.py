@@ -1,4 +1,4 @@
-"""Beyond memory and beyond one device (issue 6): chunks, partial_fit, data parallelism, n_jobs.
+"""Beyond memory and beyond one device: chunks, partial_fit, data parallelism, n_jobs.
 
 Every test here is small (one bucket length, a few epochs) so the file runs in
 well under a minute; the speed figures themselves are in

@@ -37,6 +37,22 @@ class EpochInfo:
         of the epochs after the first (which also traces the programs), or
         of the first, compilation excluded.  Early stopping may end the
         phase sooner.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdiagatt import DiagAttRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(40, 5, 3)
+    >>> seen = []
+    >>> def watch(info):
+    ...     seen.append((info.phase, info.epoch, info.valid_loss))
+    ...     return info.epoch == 2          # stop each phase after its second epoch
+    >>> est = DiagAttRegressor(max_iter=5, calibration_iter=3, random_state=0, callback=watch)
+    >>> est = est.fit(X, X[:, 0, 0])
+    >>> seen
+    [('DiagAttRegressor latent', 1, None), ('DiagAttRegressor latent', 2, None), \
+('DiagAttRegressor calibration', 1, None), ('DiagAttRegressor calibration', 2, None)]
     """
 
     phase: str

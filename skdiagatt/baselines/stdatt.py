@@ -178,7 +178,7 @@ _STD_PARAMS_DOC = """
 
 class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
     __doc__ = (
-        """Standard multi-head self-attention regression (the StdAtt competitor, paper 000 S3.1).
+        """Standard multi-head self-attention regression (the StdAtt competitor, the DiagAtt paper, S3.1).
 
     Head r attends with ``A_r = softmax(X W_Q[r] (X W_K[r])^T / sqrt(d))`` over each
     sample's rows; ``A_r X W_V[r]`` is averaged over the rows and read out
