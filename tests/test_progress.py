@@ -1,4 +1,8 @@
-"""What ``verbose`` prints and what ``callback`` receives while an estimator trains."""
+"""What ``verbose`` prints and what ``callback`` receives while an estimator trains.
+
+``solver="varpro"``'s callback is checked in ``tests/test_ntk.py``, on a fit
+that test runs anyway.
+"""
 
 import re
 
@@ -79,7 +83,6 @@ def test_a_true_return_stops_the_phase_and_calibration_still_runs(small):
 @pytest.mark.parametrize("Est, kw", [
     (StdAttRegressor, dict(FAST)),
     (NTKPrefixRegressor, dict(max_iter=2, prefix_length=4, batch_size=16, random_state=0)),
-    (NTKPrefixRegressor, dict(max_iter=2, prefix_length=4, solver="varpro", random_state=0)),
 ])
 def test_every_trained_estimator_calls_back(small, Est, kw):
     X, y = small
