@@ -1,4 +1,4 @@
-"""The same workloads on every JAX backend of one process (issue 6, item 5); writes docs/devices.md.
+"""The same workloads on every JAX backend of one process; writes docs/devices.md.
 
     python benchmarks/bench_devices.py                          # CPU only (here)
     JAX_PLATFORMS=cuda,cpu python benchmarks/bench_devices.py   # a GPU machine: the GPU and its CPU

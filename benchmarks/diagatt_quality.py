@@ -1,4 +1,4 @@
-"""Quality bar of the DiagAtt estimators (issue 2), with the references beside each figure.
+"""Quality bar of the DiagAtt estimators, with the references beside each figure.
 
 Writes ``docs/diagatt_quality.md`` (``--ablation``: ``docs/diagatt_training.md``).
 
@@ -130,7 +130,7 @@ def quality(args):
         ]
         print("\n".join(block), flush=True)
         lines += block
-    return "# DiagAtt quality bar (issue 2)", lines
+    return "# DiagAtt quality bar", lines
 
 
 ABLATIONS = [

@@ -210,7 +210,7 @@ def individualized(args):
 ASSUMPTIONS = [
     "| estimator | assumption | what may make a bag positive | localize returns |",
     "|---|---|---|---|",
-    '| DiagAttClassifier() / DiagAttRegressor() | individualized (paper 000) | any rows, through '
+    '| DiagAttClassifier() / DiagAttRegressor() | individualized (the DiagAtt paper) | any rows, through '
     "attention-weighted value read-outs, including rows whose presence signals the negative class "
     "| each head's highest-weighted row |",
     '| DiagAttClassifier(assumption="standard-mil") | standard MIL (1 head); presence-based with '

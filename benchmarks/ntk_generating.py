@@ -77,7 +77,7 @@ def main(argv=None):
     for ok, msg in checks:
         print(("PASS  " if ok else "FAIL  ") + msg)
     text = "\n".join([
-        *page_head("# Does NTK-Attention reach the generating model? (paper 001)", "ntk_generating.py", argv, start),
+        *page_head("# Does NTK-Attention reach the generating model? (the NTK-Attention paper)", "ntk_generating.py", argv, start),
         "Written by `benchmarks/ntk_generating.py`; do not edit by hand.",
         "",
         f"Data: {n_train} train / {n_test} test samples of 8-32 rows, d = {d}, {H} heads of d_h = {d // H}; targets "

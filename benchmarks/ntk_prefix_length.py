@@ -1,4 +1,4 @@
-"""NTK-Attention vs exact prefix attention as the prefix grows (paper 001, Fig. 1).
+"""NTK-Attention vs exact prefix attention as the prefix grows (the NTK-Attention paper, Fig. 1).
 
 Done as the paper describes it, not as the authors' script ran it: the
 reference is exact softmax attention of the L queries of X over the keys
@@ -767,7 +767,7 @@ def write_report(rows, checks, args, wall, out_dir, command, load, alt=None, bar
     lines = [
         "# NTK-Attention vs exact prefix attention as the prefix grows",
         "",
-        "Paper 001, Fig. 1, redone. Written by `benchmarks/ntk_prefix_length.py`; do not edit by hand.",
+        "The NTK-Attention paper, Fig. 1, redone. Written by `benchmarks/ntk_prefix_length.py`; do not edit by hand.",
         "",
         f"- command: `{command}`",
         f"- machine: {platform.platform()}, {platform.processor() or platform.machine()}, "

@@ -1,4 +1,4 @@
-"""The simulation study of the DiagAtt paper (paper 000, Section 5): Tables 1, 2 and Figure 1.
+"""The simulation study of the DiagAtt paper (the DiagAtt paper, Section 5): Tables 1, 2 and Figure 1.
 
 Every method is tuned the same way: a grid of settings is fitted on the
 training samples, the setting with the best score on a separate validation

@@ -7,7 +7,7 @@ one patch holds a handwritten digit, two to four others hold *fragments* of
 other digits, and every pixel carries noise.  The rows of a sample are its
 flattened patches, the response is the digit (10 classes), and the true row of
 interest -- the digit's patch -- is known, so the correct ROI localization
-rate (CRLR, paper 000 Section 5.1) is measured on real images.
+rate (CRLR, the DiagAtt paper, Section 5.1) is measured on real images.
 
 The default fragments are halves of digits stretched over a whole patch: they
 carry as much ink as a digit, so "the patch of largest energy" is rarely the
@@ -28,9 +28,10 @@ and the two-step mixture; ``--quick`` about one minute)::
 
     python examples/plot_cluttered_digits.py [--quick] [--source digits|mnist]
 
-It writes ``docs/results/cluttered_digits.md`` and
-``docs/images/cluttered_digits.png`` (canvases with the true patch and the
-patch DiagAtt chose outlined).
+It writes ``results/cluttered_digits.md`` and ``images/cluttered_digits.png``
+(canvases with the true patch and the patch DiagAtt chose outlined) into a
+new temporary folder, or into ``--out``: ``--out docs`` refreshes the
+documentation's pages.
 """
 
 # %%
@@ -39,6 +40,7 @@ patch DiagAtt chose outlined).
 import argparse
 import os
 import platform
+import tempfile
 import time
 import warnings
 
@@ -56,8 +58,6 @@ try:  # the competitors live apart from the main estimators
 except ImportError:  # pragma: no cover - older checkouts
     GroupLassoClassifier = StdAttClassifier = TwoStepClassifier = None
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DOCS = os.path.join(HERE, "..", "docs")
 
 
 def parse_args(argv=None):
@@ -68,9 +68,14 @@ def parse_args(argv=None):
     p.add_argument("--n-train", type=int, default=None)
     p.add_argument("--n-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=DOCS, help="docs directory (results/ and images/ go there)")
+    p.add_argument("--out", default=None,
+                   help="folder for results/ and images/ (default: a new temporary folder; "
+                        "docs refreshes the documentation's pages)")
     p.add_argument("--no-plot", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="skdiagatt_cluttered_digits_")
+    return args
 
 
 # %%

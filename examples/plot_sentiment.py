@@ -2,7 +2,7 @@
 Sentiment of movie-review snippets: which tokens decide?
 ========================================================
 
-The real-data study of paper 000 (Section 6) on data that can be had offline.
+The real-data study of the DiagAtt paper (Section 6) on data that can be had offline.
 Each review snippet is tokenized and every token becomes a row: a 384-d
 contextual embedding from all-MiniLM-L6-v2, run in JAX by
 :class:`skdiagatt.text.TokenEmbedder`.  A snippet is then a (p_i, 384) matrix
@@ -37,8 +37,9 @@ Run (one command)::
     python examples/plot_sentiment.py            # 3,000 snippets, 10-minute budget
     python examples/plot_sentiment.py --quick    # 600 snippets, 1 repetition
 
-Writes ``docs/results/sentiment.md`` and ``docs/images/sentiment_tokens.png``
-(snippets with their tokens shaded by DiagAtt's attention weight).
+Writes ``results/sentiment.md`` and ``images/sentiment_tokens.png`` (snippets
+with their tokens shaded by DiagAtt's attention weight) into a new temporary
+folder, or into ``--out``: ``--out docs`` refreshes the documentation's pages.
 """
 
 # %%
@@ -49,6 +50,7 @@ import collections
 import os
 import platform
 import sys
+import tempfile
 import time
 import warnings
 
@@ -70,8 +72,6 @@ try:  # competitors, in their own sub-package
 except ImportError:  # pragma: no cover
     GroupLassoClassifier = StdAttClassifier = TwoStepClassifier = None
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DOCS = os.path.join(HERE, "..", "docs")
 
 
 def parse_args(argv=None):
@@ -82,9 +82,14 @@ def parse_args(argv=None):
     p.add_argument("--max-reps", type=int, default=100)
     p.add_argument("--pca", type=int, default=64, help="row PCA components (0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=DOCS)
+    p.add_argument("--out", default=None,
+                   help="folder for results/ and images/ (default: a new temporary folder; "
+                        "docs refreshes the documentation's pages)")
     p.add_argument("--no-plot", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="skdiagatt_sentiment_")
+    return args
 
 
 # %%
@@ -357,7 +362,7 @@ def main(argv=None):
         f"{args.pca} principal axes (`RowPCA`, fitted on the training tokens of each fit); "
         "logistic regression sees the mean of the 384-d token embeddings.",
         "",
-        f"Protocol (paper 000, Section 6): 70% / 10% / 20% random split, grid searched on the "
+        f"Protocol (the DiagAtt paper, Section 6): 70% / 10% / 20% random split, grid searched on the "
         f"validation cross-entropy, refit on training + validation, scored on the test snippets; "
         f"**{n_reps} repetition{'s' if n_reps > 1 else ''}** in {total_s:.0f} s (mean ± standard "
         "deviation over repetitions).",

@@ -9,6 +9,7 @@ map each sample's rows, keeping the ragged layout.  :func:`localize`,
 fitted pipeline or search (:mod:`skdiagatt.inspection`).
 """
 
+from ._training.progress import EpochInfo
 from .diagatt import DiagAttClassifier, DiagAttRegressor
 from .inspection import attention, localize, row_contributions
 from .ntk import NTKPrefixRegressor
@@ -20,6 +21,7 @@ __all__ = [
     "DiagAttRegressor",
     "DiagAttClassifier",
     "NTKPrefixRegressor",
+    "EpochInfo",
     "RowPCA",
     "RowStandardScaler",
     "attention",

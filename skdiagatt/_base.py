@@ -353,6 +353,7 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
             n_iter_no_change=self.n_iter_no_change,
             validation=validation,
             verbose=self.verbose,
+            callback=self.callback,
         )
 
     # ------------------------------------------------------ chunked training

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._training.progress import Progress
 from .kernels.ntk_varpro import design_moments, merge_moments, ridge_from_moments, state_from_ridge, varpro_loss
 
 __all__ = ["fit_varpro"]
@@ -38,7 +39,7 @@ def _solve(k, frozen, batches, alpha, config):
     return ridge_from_moments(mom, alpha)
 
 
-def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, verbose=0):
+def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, verbose=0, callback=None):
     """Minimise the training loss over ``k`` with ``Z`` and the read-out at their exact optimum.
 
     Parameters
@@ -58,6 +59,9 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
         L-BFGS iterations at most (0: solve ``Z`` and the read-out for the given ``k``).
     tol, n_iter_no_change
         Stop once the loss has not fallen by ``tol`` (relative) for that many iterations.
+    verbose, callback
+        Progress per iteration (:class:`~skdiagatt._training.progress.Progress`);
+        a true return of ``callback`` stops the iterations.
 
     Returns
     -------
@@ -72,19 +76,18 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     k = jnp.asarray(k)
     state = optax.lbfgs().init(k)
     curve, best, stale = [], np.inf, 0
-    for it in range(max_iter):
-        k_next, state, value = _step(k, state, frozen, batches, alpha, config)
-        value = float(value)
-        curve.append(value)
-        if verbose:
-            print(f"NTKPrefixRegressor varpro iteration {it + 1}: loss {value:.6f}")
-        if not np.isfinite(value):
-            raise FloatingPointError(f"the training loss became {value} at L-BFGS iteration {it + 1}")
-        stale = 0 if value < best - tol * max(abs(best), 1e-12) else stale + 1
-        best = min(best, value)
-        k = k_next
-        if stale >= n_iter_no_change:
-            break
+    with Progress("NTKPrefixRegressor varpro", max_iter, verbose, callback) as progress:
+        for it in range(max_iter):
+            k_next, state, value = _step(k, state, frozen, batches, alpha, config)
+            value = float(value)
+            curve.append(value)
+            if not np.isfinite(value):
+                raise FloatingPointError(f"the training loss became {value} at L-BFGS iteration {it + 1}")
+            stale = 0 if value < best - tol * max(abs(best), 1e-12) else stale + 1
+            best = min(best, value)
+            k = k_next
+            if progress.end_epoch(value) or stale >= n_iter_no_change:
+                break
     theta, b, value = _solve(k, frozen, batches, alpha, config)
     curve.append(float(value))
     H, _, dv = frozen["W_V"].shape

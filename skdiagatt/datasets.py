@@ -1,4 +1,4 @@
-"""Simulated individualized-regression data (paper 000, Section 5; DESIGN.md section 4).
+"""Simulated individualized-regression data (the DiagAtt paper, Section 5; DESIGN.md section 4).
 
 Every sample is a matrix whose rows are mostly background draws from
 ``N(mu, Sigma)``; a few sample-specific *active* rows are drawn from shifted and
@@ -90,7 +90,7 @@ def make_individualized_regression(
     noise=1.0,
     random_state=None,
 ):
-    """Simulate the Gaussian individualized regression of paper 000, Section 5.1.
+    """Simulate the Gaussian individualized regression of the DiagAtt paper, Section 5.1.
 
     Parameters
     ----------
@@ -169,7 +169,7 @@ def make_individualized_classification(
     row_correlation=0.0,
     random_state=None,
 ):
-    """Simulate the Gaussian-mixture classification of paper 000, Section 5.2.
+    """Simulate the Gaussian-mixture classification of the DiagAtt paper, Section 5.2.
 
     ``y ~ Bernoulli(weights)``; one active row per sample drawn from
     ``N(m_P mu, v_P Sigma)`` if ``y = 1`` and ``N(m_N mu, v_N Sigma)`` if ``y = 0``;

@@ -1,4 +1,4 @@
-"""Diagonalized attention estimators (paper 000): ``DiagAttRegressor``, ``DiagAttClassifier``."""
+"""Diagonalized attention estimators (the DiagAtt paper): ``DiagAttRegressor``, ``DiagAttClassifier``."""
 
 import jax
 import numpy as np
@@ -94,6 +94,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         validation_fraction=0.1,
         random_state=None,
         verbose=0,
+        callback=None,
         warm_start=False,
         assumption="individualized",
     ):
@@ -119,6 +120,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
         self.warm_start = warm_start
         self.assumption = assumption
 
@@ -372,6 +374,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             n_iter_no_change=self.n_iter_no_change,
             validation=None,
             verbose=self.verbose,
+            callback=self.callback,
         )
         return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n,
                            warm=warm)
@@ -443,6 +446,7 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             batch_size=self._auto_batch_size(n),
             random_state=rng,
             verbose=self.verbose,
+            callback=self.callback,
             label=f"{type(self).__name__} partial_fit",
             schedule="constant",
             opt_state=state["opt_state"],
@@ -561,7 +565,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
 
     Training has two phases.  First the *latent-row* objective: each head
     picks one row at random with probabilities ``kappa_r`` and the response is
-    Gaussian around that row's read-out (exactly the simulator of paper 000,
+    Gaussian around that row's read-out (exactly the simulator of the DiagAtt paper,
     under which DiagAtt is the Bayes predictor); its gradient uses the rows'
     posterior responsibilities and localizes far faster than the squared loss.
     Then a calibration phase fits the per-head inverse temperature, ``v_r`` and
@@ -671,7 +675,15 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Initial value vectors, minibatch order and the validation split.  The
         same value gives bit-identical fits on the same machine.
     verbose : int, default=0
-        Print one line per epoch when > 0.
+        > 0: say when the training programs compile, and print one line per
+        epoch with its loss, its time and an estimate of the time left.
+    callback : callable or None, default=None
+        Called after every epoch of every phase with one
+        :class:`~skdiagatt.EpochInfo` (``phase``, ``epoch``, ``max_iter``,
+        ``train_loss``, ``valid_loss``, ``seconds``, ``remaining``, ...), e.g.
+        to draw the loss curve live in a notebook.  A true return value ends
+        the phase after that epoch, as early stopping would (the calibration
+        phase still runs, and is reported too).  Not called while predicting.
     warm_start : bool, default=False
         Start from the previous fit's parameters; the history (``n_iter_``,
         ``loss_curve_``) continues too.
@@ -784,11 +796,11 @@ class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _Di
     ----------
     n_heads, temperature, rank, symmetric, score_form, exclusive_heads, alpha, alpha_value, value_refit, \
 objective, whiten, init, calibration_iter, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
-early_stopping, validation_fraction, random_state, verbose, warm_start
+early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`DiagAttRegressor`.
     assumption : {"individualized", "standard-mil"}, default="individualized"
         "individualized": the label may depend on any row, including rows
-        whose presence signals the negative class (DiagAtt as in paper 000).
+        whose presence signals the negative class (DiagAtt as in the DiagAtt paper).
         "standard-mil" (two classes only): a bag is positive because of its
         instances; no instance is evidence of the negative class.  Each head
         scores the instances as above; its presence logit is ``g_r = b_r +

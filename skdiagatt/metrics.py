@@ -6,7 +6,7 @@ __all__ = ["crlr", "rmse"]
 
 
 def crlr(true_rows, selected_rows):
-    """Correct ROI localization rate (paper 000, Section 5.1).
+    """Correct ROI localization rate (the DiagAtt paper, Section 5.1).
 
     ``mean_i |S_i ∩ Ŝ_i| / |S_i|``: the share of each sample's true rows that the
     selection found, averaged over samples.

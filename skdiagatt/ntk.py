@@ -1,4 +1,4 @@
-"""NTK-Attention regression (paper 001): ``NTKPrefixRegressor``."""
+"""NTK-Attention regression (the NTK-Attention paper): ``NTKPrefixRegressor``."""
 
 import math
 import numbers
@@ -53,7 +53,7 @@ def _state_scaled_loss(params, frozen, batch, config):
 class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
     """Attention with an infinitely long trainable prefix, compressed into ``Z`` and ``k``.
 
-    NTK-Attention (paper 001, Algorithm 1) replaces the keys and values of a
+    NTK-Attention (the NTK-Attention paper, Algorithm 1) replaces the keys and values of a
     prefix ``P`` (m rows) by two sums, ``Z = sum_r phi(W_K^T P_r) (P_r W_V)`` and
     ``k = sum_r phi(W_K^T P_r)``, where ``phi(q) . phi(k') ~ exp(q . k' / sqrt(d_h))``.
     Each row's output is ``T = (A V + phi(Q) Z) / (A 1 + phi(Q) k)`` with
@@ -127,7 +127,7 @@ class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
         L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
         and ``Z`` times it, relative to the mean variance of their inputs.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
-validation_fraction, random_state, verbose, warm_start
+validation_fraction, random_state, verbose, callback, warm_start
         Training, as in :class:`skdiagatt.DiagAttRegressor`.
 
     Attributes
@@ -177,6 +177,7 @@ validation_fraction, random_state, verbose, warm_start
         validation_fraction=0.1,
         random_state=None,
         verbose=0,
+        callback=None,
         warm_start=False,
     ):
         self.n_heads = n_heads
@@ -201,6 +202,7 @@ validation_fraction, random_state, verbose, warm_start
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
         self.warm_start = warm_start
 
     # ----------------------------------------------------------------- checks
@@ -343,7 +345,7 @@ validation_fraction, random_state, verbose, warm_start
                              f"product), got {t}: use solver='adam' or a larger head_dim")
         data = training_data(samples, Y, False, self._bucket_growth)
         params, curve = fit_varpro(params["k"], frozen, data, self._config(), self.alpha, self.max_iter,
-                                   self.tol, self.n_iter_no_change, self.verbose)
+                                   self.tol, self.n_iter_no_change, self.verbose, self.callback)
         self.params_ = params
         self.attention_weights_ = frozen
         self.n_features_in_ = d
@@ -439,6 +441,7 @@ validation_fraction, random_state, verbose, warm_start
             n_iter_no_change=self.n_iter_no_change,
             validation=None,
             verbose=self.verbose,
+            callback=self.callback,
         )
         result = self._run(
             params, frozen, meta, d, fixed, loop, type(self).__name__,
@@ -492,6 +495,7 @@ validation_fraction, random_state, verbose, warm_start
             batch_size=self._auto_batch_size(len(samples)),
             random_state=rng,
             verbose=self.verbose,
+            callback=self.callback,
         )
         result = self._run(
             params, frozen, meta, d, fixed, loop, f"{type(self).__name__} partial_fit",

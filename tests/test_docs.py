@@ -15,10 +15,13 @@ import pytest
 
 import skdiagatt
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 API = DOCS / "api.rst"
+API_PAGES = [API, DOCS / "api_advanced.rst"]  # estimators and helpers; the kernels
 REQUIRED_PAGES = [
     "getting_started", "user_guide", "theory", "performance_guide", "results", "robustness", "api",
+    "api_advanced",
 ]
 
 pytestmark = pytest.mark.skipif(not API.exists(), reason="docs/api.rst is not in this checkout")
@@ -114,7 +117,7 @@ def public_objects():
 
 
 _PUBLIC = public_objects()
-_DOCUMENTED = documented_names(API.read_text()) if API.exists() else []
+_DOCUMENTED = [n for page in API_PAGES if page.exists() for n in documented_names(page.read_text())]
 
 
 def _resolved_documented():
@@ -165,7 +168,7 @@ def test_api_reference_lists_every_public_class_and_function(qualname, obj):
     """Listed under any name that resolves to the same object (e.g. the package
     re-export ``skdiagatt.DiagAttRegressor`` of ``skdiagatt.diagatt.DiagAttRegressor``)."""
     assert id(obj) in _resolved_documented(), (
-        f"{qualname} is public (in __all__) but docs/api.rst does not list it"
+        f"{qualname} is public (in __all__) but neither docs/api.rst nor docs/api_advanced.rst lists it"
     )
 
 
@@ -227,7 +230,50 @@ def test_build_command_is_documented():
     assert 'pip install -e ".[docs]"' in text
     assert "sphinx-build -b html docs docs/_build/html" in text
     conf = (DOCS / "conf.py").read_text()
-    assert '"plot_gallery": "False"' in conf  # never runs the examples
+    assert 'html_theme = "pydata_sphinx_theme"' in conf
+
+
+def _gallery_pattern():
+    conf = (DOCS / "conf.py").read_text()
+    return re.search(r'"filename_pattern": r"([^"]+)"', conf).group(1)
+
+
+def test_the_gallery_runs_the_short_examples_and_not_the_long_studies():
+    pattern = _gallery_pattern()
+    run = {p.name for p in (ROOT / "examples").glob("*.py") if re.search(pattern, p.as_posix())}
+    assert {"plot_your_own_matrices.py", "plot_image_patches.py"} <= run
+    assert not run & {"plot_sentiment.py", "plot_cluttered_digits.py", "fit_npy_shards.py"}
+
+
+def test_the_readme_opens_with_the_two_quick_start_lines():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    block = lines.index("```bash")
+    first, second = lines[block + 1 : block + 3]
+    assert lines[block + 3] == "```" and all(not x.startswith("```") for x in lines[1:block])
+    assert first.endswith("pip install -e . && python -m skdiagatt")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()[-1]
+    assert second == ci  # CI runs the second line verbatim
+
+
+def _user_pages():
+    pages = [ROOT / "README.md", *DOCS.glob("*.rst"), *DOCS.glob("*.md"), *DOCS.glob("results/*.md")]
+    return sorted(pages)
+
+
+@pytest.mark.parametrize("page", _user_pages(), ids=lambda p: p.name)
+def test_pages_name_papers_and_speak_of_no_issue_numbers(page):
+    text = page.read_text()
+    assert not re.search(r"\bissue\s*#?\d", text, re.I), f"{page.name} speaks of an issue number"
+    assert not re.search(r"\bpaper\s+00\d", text, re.I), f"{page.name}: name the paper"
+
+
+def test_the_landing_pages_place_the_library():
+    for page in (ROOT / "README.md", DOCS / "index.rst"):
+        text = " ".join(page.read_text().split())
+        assert "multiple instance learning" in text.lower()
+        assert "arXiv:2609.21320" in text and "arXiv:2406.14036" in text
+    index = (DOCS / "index.rst").read_text()
+    assert index.split("\n\n")[1].startswith(".. figure:: images/")  # a localization picture first
 
 
 def _python_blocks(text):

@@ -329,8 +329,11 @@ def test_varpro_solves_the_readout_and_z_exactly(data):
     np.testing.assert_allclose(est.predict([X[i] for i in b.index]),
                                (p[:, 0] + est.params_["b"][0]) * est.y_scale_[0] + est.y_mean_[0], rtol=1e-4, atol=1e-4)
     assert est.loss_curve_[-1] <= est.loss_curve_[0]
-    again = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
+    seen = []  # a callback sees every L-BFGS iteration and changes nothing
+    again = NTKPrefixRegressor(solver="varpro", callback=seen.append, **common).fit(X, y)
     np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    assert [i.train_loss for i in seen] == pytest.approx(est.loss_curve_[:-1])
+    assert seen[0].phase == "NTKPrefixRegressor varpro"
     with pytest.raises(ValueError, match="solver"):
         NTKPrefixRegressor(solver="sgd", **FAST).fit(X, y)
     with pytest.raises(ValueError, match="train_state"):

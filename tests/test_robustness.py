@@ -1,4 +1,4 @@
-"""Robustness (issue 7): hostile input, numerical stress, persistence, failure mid-fit.
+"""Robustness: hostile input, numerical stress, persistence, failure mid-fit.
 
 What is tried and what each case gets is summarised in ``docs/robustness.md``.
 

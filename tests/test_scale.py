@@ -1,4 +1,4 @@
-"""Beyond memory and beyond one device (issue 6): chunks, partial_fit, data parallelism, n_jobs.
+"""Beyond memory and beyond one device: chunks, partial_fit, data parallelism, n_jobs.
 
 Every test here is small (one bucket length, a few epochs) so the file runs in
 well under a minute; the speed figures themselves are in
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV
 
-from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
+from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor, _testing
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 
 FAST = dict(max_iter=3, calibration_iter=2, batch_size=16, random_state=0)
@@ -368,13 +368,44 @@ def test_ragged_inference_is_packed_and_matches_the_buckets(fitted_ragged, ragge
 
 
 def test_a_ragged_prediction_is_each_sample_predicted_alone(fitted_ragged, ragged):
+    # Bit for bit: a packed sample is reduced block after block in its own
+    # slot, whatever the group around it and however much filler pads it.
+    from skdiagatt._testing import Layout, use_layout
+
     X = ragged[0][:12]
     alone = [fitted_ragged.predict([x])[0] for x in X]
-    np.testing.assert_allclose(fitted_ragged.predict(X), alone, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(fitted_ragged.predict(X), alone)
+    with use_layout(Layout(predict_min_rows=1 << 13)):  # twice the filler
+        np.testing.assert_array_equal([fitted_ragged.predict([x])[0] for x in X], alone)
     weights = fitted_ragged.attention(X)
     for x, w in zip(X, weights):
         assert w.shape == (2, x.shape[0])
-        np.testing.assert_allclose(w, fitted_ragged.attention([x])[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(w, fitted_ragged.attention([x])[0])
+
+
+def test_a_sample_alone_of_any_length_compiles_nothing_after_the_first(fitted_ragged, ragged):
+    X = ragged[0]
+    rng = np.random.RandomState(3)
+    fitted_ragged.predict([X[0]])
+    fitted_ragged.localize([X[0]])
+    before = _testing.compile_count()
+    for p in (7, 13, 22, 29, 30, 100):  # 100: longer than every training sample
+        x = rng.randn(p, X[0].shape[1])
+        fitted_ragged.predict([x])
+        fitted_ragged.localize([x])
+    assert _testing.compile_count() == before
+
+
+def test_a_longer_sample_alone_compiles_one_program_per_power_of_two(fitted_ragged):
+    # Groups of 16 blocks at least: 65 to 128 rows are 17 to 32 blocks, one
+    # shape; 129 to 256 rows the next.
+    rng = np.random.RandomState(4)
+    counts = []
+    with _testing.use_layout(_testing.Layout(predict_min_rows=64)):
+        for p in (70, 100, 128, 129, 250):
+            fitted_ragged.predict([rng.randn(p, 4)])
+            counts.append(_testing.compile_count())
+    assert np.diff(counts).tolist() == [0, 0, 1, 0]
 
 
 def test_new_ragged_data_of_a_similar_size_compile_nothing(fitted_ragged, ragged):

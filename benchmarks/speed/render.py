@@ -173,7 +173,7 @@ def plot(report, path):
 def _header(w, report):
     """The page's title and how it was measured."""
     m = report["machine"]
-    w("# Performance and scale (issue 6)")
+    w("# Performance and scale")
     w("")
     w("Written by `benchmarks/speed/render.py` from the data of the measurement scripts; do not edit by hand.")
     w("")
@@ -206,8 +206,8 @@ def _peak(w, report):
     w("")
     w(f"float32 dense matmul 2048 x 2048 x 2048, best over {len(report['peaks'])} rounds spread over the run: "
       f"jax.jit {peak['jax']:.1f} GFLOP/s, NumPy {peak['numpy']:.1f} GFLOP/s; **peak = {peak['peak']:.1f} GFLOP/s** "
-      f"(the larger; the median round gave {peak['median']:.1f}). The notes of issue 6 give about 195 for "
-      "the 2-core machine they were written on; the processor of this run is named in the header.")
+      f"(the larger; the median round gave {peak['median']:.1f}). The processor of this run is named in "
+      "the header.")
     w("")
 
 
@@ -384,7 +384,7 @@ def _ntk(w, report):
       "their pages faulted in again. The outputs of the two forms differ by at most "
       f"{ntk['tile_diff']:.1e}. The training step takes the rows whole, as before.")
     w("")
-    w("Prefix length (paper 001, Fig. 1 setting: d = 64, L = 128, 8 inputs, g = 2). NTK-Attention is given "
+    w("Prefix length (the NTK-Attention paper, Fig. 1 setting: d = 64, L = 128, 8 inputs, g = 2). NTK-Attention is given "
       "(Z, k) built from the prefix; the exact reference attends over [P; X], streamed in blocks:")
     w("")
     w("| m | NTK forward | exact prefix attention | speed-up |")

@@ -19,6 +19,8 @@ trainable ``params``, the fixed inputs ``frozen`` and their data:
 - :mod:`.step` -- the compiled Adam step, runs of steps in one call;
 - :mod:`.loop` -- :func:`fit_loop`, the epochs, early stopping, roll-back on a
   non-finite objective;
+- :mod:`.progress` -- what ``verbose`` prints and the ``callback`` receives
+  (:class:`EpochInfo`) after every epoch;
 - :mod:`.inference` -- :func:`map_samples`, a jitted function over many
   samples in prediction groups of a few fixed shapes.
 
@@ -34,10 +36,13 @@ from .inference import map_device_data, map_samples
 from .layout import Layout, current_layout, round_count, use_layout
 from .loop import EarlyStopping, TrainResult, fit_loop
 from .programs import release_programs_near_map_limit
+from .progress import EpochInfo, Progress
 
 __all__ = [
     "TrainResult",
     "EarlyStopping",
+    "EpochInfo",
+    "Progress",
     "ChunkStream",
     "PackedData",
     "Layout",

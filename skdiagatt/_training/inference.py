@@ -100,15 +100,23 @@ def _map_buckets(fn, buckets, args, layout):
 def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
     """Apply a jitted ``fn(*args, X, where)`` to validated samples, in a few fixed shapes.
 
-    Samples whose lengths span several buckets are packed if ``pack`` (``fn``
-    accepts :class:`~skdiagatt.kernels.rows.PackedRows`): prediction groups
-    of consecutive samples of at most ``Layout.predict_rows`` rows (or one
+    If ``pack`` (``fn`` accepts :class:`~skdiagatt.kernels.rows.PackedRows`),
+    samples are packed when their lengths span several buckets, when there
+    is one sample, or when they fit in one group of the minimal size
+    (``Layout.predict_min_rows`` rows in blocks): prediction groups of
+    consecutive samples of at most ``Layout.predict_rows`` rows (or one
     longer sample), rows in blocks, each group's block count rounded up to a
     power of two (``Layout.predict_min_rows`` rows at least) and as many
     sample slots.  A data set then compiles one or two shapes, and data sets
-    of a similar size share them; in buckets (the other case) every bucket
-    compiles a shape of its own, and new data mostly new ones, as the sample
-    counts of its buckets differ.
+    of a similar size share them; every small request (a sample alone, of
+    any length up to ``predict_min_rows`` rows) shares the smallest one, and
+    a longer sample alone compiles one shape per power of two of its blocks.
+    A packed sample's result does not depend on the group it lands in (its
+    blocks are reduced in their order, the filler goes to another slot), so
+    a sample predicted alone gets the bits it gets in a ragged batch.  In
+    buckets (the other case: many samples of one bucket) every bucket
+    compiles a shape of its own, and new data mostly new ones, as the
+    sample counts of its buckets differ.
 
     Parameters
     ----------
@@ -130,7 +138,7 @@ def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
     layout = current_layout()
     release_programs_near_map_limit(layout)
     lengths = [s.shape[0] for s in samples]
-    if pack and spans_buckets(lengths):
+    if pack and (len(samples) == 1 or spans_buckets(lengths) or _fits_one_group(lengths, layout)):
         blocks = make_blocks(samples, layout.block_rows)
         return _map_packed(fn, blocks, lengths, args, rows, layout)
     buckets = make_buckets(samples, growth)
@@ -139,6 +147,12 @@ def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
         return unpad(buckets, out, rows=False)
     # unpad cuts the last axis: rows there, then back after the heads.
     return [np.moveaxis(r, -1, 1) for r in unpad(buckets, [np.moveaxis(o, 2, -1) for o in out])]
+
+
+def _fits_one_group(lengths, layout):
+    """True if the samples' blocks fill at most one prediction group of the minimal size."""
+    C = layout.block_rows
+    return sum(-(-p // C) for p in lengths) <= layout.predict_min_rows // C
 
 
 def _packed_group(blocks, start, cap, layout):

@@ -1,6 +1,5 @@
 """The one optax training loop shared by every estimator, with its early stopping."""
 
-import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -15,6 +14,7 @@ from .data import ChunkStream, epoch_chunks
 from .devices import placement
 from .layout import current_layout
 from .programs import release_programs_near_map_limit
+from .progress import Progress
 
 __all__ = ["TrainResult", "EarlyStopping", "fit_loop"]
 
@@ -32,7 +32,8 @@ class TrainResult:
     n_iter : int
         Epochs run.
     stopped : str
-        ``"max_iter"``, ``"tol"`` (no improvement) or ``"non-finite"``.
+        ``"max_iter"``, ``"tol"`` (no improvement), ``"callback"`` (the
+        callback asked to stop) or ``"non-finite"``.
     opt_state : pytree of numpy arrays
         The optimizer state after the last step (to continue, as
         ``partial_fit`` does).
@@ -155,6 +156,7 @@ def fit_loop(
     n_iter_no_change=5,
     validation=None,
     verbose=0,
+    callback=None,
     label="fit",
     schedule="cosine",
     opt_state=None,
@@ -190,9 +192,15 @@ def fit_loop(
         Held-out data in the layout of ``data``; the best epoch's parameters
         are returned.
     verbose : int
-        Print one line per epoch when > 0.
+        > 0: say when programs compile, and print one line per epoch with
+        its time and an estimate of the time left
+        (:class:`~skdiagatt._training.progress.Progress`).
+    callback : callable or None
+        ``callback(info)`` after every epoch, ``info`` an
+        :class:`~skdiagatt._training.progress.EpochInfo`; a true return value
+        stops the loop after that epoch, as early stopping would.
     label : str
-        Prefix of the progress lines.
+        The phase: prefix of the progress lines, ``EpochInfo.phase``.
     schedule : {"cosine", "constant"}
         ``"constant"`` keeps ``learning_rate`` (``partial_fit``: the total
         number of steps is unknown).
@@ -207,13 +215,22 @@ def fit_loop(
     params : dict of numpy arrays
     result : TrainResult
     """
+    progress = Progress(label, max_iter, verbose, callback)  # checks the callback before any work
     release_programs_near_map_limit()
     total_steps = _total_steps(data, batch_size, max_iter, total_steps)
     opt = _Optimization(loss_fn, config, params, frozen, opt_state, schedule, learning_rate, total_steps)
-    result = TrainResult()
     stopper = EarlyStopping(tol, n_iter_no_change, keep_best=validation is not None)
+    with progress:
+        result = _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, progress)
+    params = stopper.best_params if stopper.best_params is not None else opt.params
+    result.steps = opt.step
+    return jax.tree.map(np.asarray, params), result
+
+
+def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, progress):
+    """The epochs of :func:`fit_loop`: train, monitor, report, stop; returns the :class:`TrainResult`."""
+    result = TrainResult()
     last_good, last_state = opt.snapshot()
-    start = time.perf_counter()
     planned, drawn_from = None, None
     for epoch in range(max_iter):
         losses, weights = [], []
@@ -230,11 +247,11 @@ def fit_loop(
         epoch_loss = _epoch_loss(losses, weights)
         if not np.isfinite(epoch_loss):
             warnings.warn(
-                f"{label}: the objective became non-finite at epoch {epoch + 1}; "
+                f"{progress.label}: the objective became non-finite at epoch {epoch + 1}; "
                 "training stopped and the last finite parameters were kept. "
                 "Try a smaller learning_rate or a larger temperature.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             result.stopped = "non-finite"
             opt.params, opt.opt_state = last_good, last_state
@@ -246,15 +263,11 @@ def fit_loop(
         if validation is not None:
             monitored = opt.mean_loss(validation, batch_size)
             result.validation_curve.append(monitored)
-        if verbose:
-            val = f", validation {monitored:.5f}" if validation is not None else ""
-            print(f"[{label}] epoch {epoch + 1}/{max_iter}: loss {epoch_loss:.5f}{val}, "
-                  f"{time.perf_counter() - start:.1f}s", flush=True)
-        if stopper.update(monitored, last_good):
-            result.stopped = "tol"
+        asked = progress.end_epoch(epoch_loss, monitored if validation is not None else None)
+        if stopper.update(monitored, last_good) or asked:
+            result.stopped = "callback" if asked else "tol"
             break
     if planned is not None:
         random_state.set_state(drawn_from)  # as if the unused epoch was never drawn
-    params = stopper.best_params if stopper.best_params is not None else opt.params
-    result.opt_state, result.steps = last_state, opt.step
-    return jax.tree.map(np.asarray, params), result
+    result.opt_state = last_state
+    return result

@@ -1,4 +1,4 @@
-"""Competitors of DiagAtt in the paper's simulation study (paper 000, Section 5).
+"""Competitors of DiagAtt in the paper's simulation study (the DiagAtt paper, Section 5).
 
 All take the same ragged input as the main estimators (a list of ``(p_i, d)``
 arrays or a ``(n, p, d)`` array) and offer ``fit / predict / localize``:

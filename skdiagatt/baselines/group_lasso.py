@@ -3,7 +3,7 @@
 Each sample is zero-padded to ``n_rows_`` rows and flattened; row j of every
 sample forms group j (its d coefficients), so the model is
 ``z = b + sum_j <x_j, B_j>`` with one coefficient block per row *position*,
-shared by all samples (paper 000, Section 5: "GroupLasso treats each row as a
+shared by all samples (the DiagAtt paper, Section 5: "GroupLasso treats each row as a
 group").  It cannot follow a signal row whose position changes from sample to
 sample, which is the point of the comparison.  The solver is
 :mod:`skdiagatt.baselines._group_lasso_solver`.

@@ -19,7 +19,7 @@ class PrefixTuningRegressor(NTKPrefixRegressor):
     ----------
     n_heads, head_dim, attention_weights, pooling, causal, alpha, max_iter, \
 learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
-validation_fraction, random_state, verbose, warm_start
+validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`skdiagatt.NTKPrefixRegressor`.
     prefix_length : int, default=10
         m, the number of trainable prefix rows, initialised ``N(0, I)``.
@@ -72,6 +72,7 @@ validation_fraction, random_state, verbose, warm_start
         validation_fraction=0.1,
         random_state=None,
         verbose=0,
+        callback=None,
         warm_start=False,
     ):
         self.n_heads = n_heads
@@ -90,6 +91,7 @@ validation_fraction, random_state, verbose, warm_start
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
         self.warm_start = warm_start
 
     def _check_params(self):

@@ -58,6 +58,7 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         validation_fraction=0.1,
         random_state=None,
         verbose=0,
+        callback=None,
         warm_start=False,
     ):
         self.n_heads = n_heads
@@ -77,6 +78,7 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
+        self.callback = callback
         self.warm_start = warm_start
 
     # ----------------------------------------------------------------- checks
@@ -168,13 +170,15 @@ _STD_PARAMS_DOC = """
         Initial parameters, minibatch order, validation split; the same value
         gives bit-identical fits on the same machine.
     verbose : int, default=0
+    callback : callable or None, default=None
+        As in :class:`skdiagatt.DiagAttRegressor`.
     warm_start : bool, default=False
 """
 
 
 class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
     __doc__ = (
-        """Standard multi-head self-attention regression (the StdAtt competitor, paper 000 S3.1).
+        """Standard multi-head self-attention regression (the StdAtt competitor, the DiagAtt paper, S3.1).
 
     Head r attends with ``A_r = softmax(X W_Q[r] (X W_K[r])^T / sqrt(d))`` over each
     sample's rows; ``A_r X W_V[r]`` is averaged over the rows and read out

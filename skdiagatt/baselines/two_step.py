@@ -5,7 +5,7 @@ Step 1 pools the rows of all samples and fits a Gaussian mixture
 the background, the others as signal components.  Each sample's signal rows are
 the rows most probably drawn from the signal components.  Step 2 regresses the
 response on the selected rows (concatenated in a fixed order) with a linear or
-logistic model (paper 000, Section 5: "Two-Step").
+logistic model (the DiagAtt paper, Section 5: "Two-Step").
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Exact prefix attention and NTK-Attention (paper 001, Sections 2.3 and 4).
+"""Exact prefix attention and NTK-Attention (the NTK-Attention paper, Sections 2.3 and 4).
 
 Conventions shared by every function in this module
 ---------------------------------------------------
@@ -217,7 +217,7 @@ def prefix_attention(X, where, P, W_Q, W_K, W_V, causal=False):
     """Exact softmax attention of the rows of ``X`` over the keys ``[P; X]``.
 
     Queries come from ``X`` only; keys and values from the prefix ``P`` and
-    the valid rows of ``X`` (paper 001, Definition 2.1, with the usual
+    the valid rows of ``X`` (the NTK-Attention paper, Definition 2.1, with the usual
     ``1/sqrt(d_h)``). This holds the full ``(B, H, L, m + L)`` score array;
     use :func:`prefix_attention_streaming` for long prefixes.
 
@@ -428,7 +428,7 @@ def _prefix_terms(Q, Z, k, feature_map, degree):
 
 @functools.partial(jax.jit, static_argnames=("feature_map", "degree", "causal"))
 def ntk_attention(X, where, Z, k, W_Q, W_K, W_V, feature_map="taylor", degree=2, causal=False):
-    """NTK-Attention (paper 001, Algorithm 1), per head, numerically stable.
+    """NTK-Attention (the NTK-Attention paper, Algorithm 1), per head, numerically stable.
 
     ``T = (A V + phi(Q) Z) / (A 1 + max(phi(Q) k, 0))`` with
     ``A = exp(Q K^T / sqrt(d_h))`` over the valid (and, if ``causal``, past)
@@ -533,7 +533,7 @@ def _default_state_block(m, H, r, budget_elems=1 << 24):
 
 @functools.partial(jax.jit, static_argnames=("feature_map", "degree", "block_size"))
 def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None):
-    """Compress a prefix into the NTK-Attention state (paper 001, Eq. 4).
+    """Compress a prefix into the NTK-Attention state (the NTK-Attention paper, Eq. 4).
 
     ``Z = sum_r phi(W_K^T P_r) (P_r W_V)``, ``k = sum_r phi(W_K^T P_r)`` per
     head, accumulated over blocks of prefix rows with ``lax.scan`` so the
@@ -611,7 +611,7 @@ def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None
 # metric
 # --------------------------------------------------------------------------
 def eq6_error(T, T_ref, score_absmax, where=None):
-    """Approximation error of paper 001, Eq. 6.
+    """Approximation error of the NTK-Attention paper, Eq. 6.
 
     ``(1 / n) sum_i ||T_i - T_ref_i||_F^2 / (L_i d_out) / ||S_i||_inf``, the
     mean squared error per entry of each sample scaled by the largest

@@ -1,4 +1,4 @@
-"""The diagonalized-attention model (paper 000, Sections 3.2 and 4) and its objectives.
+"""The diagonalized-attention model (the DiagAtt paper, Sections 3.2 and 4) and its objectives.
 
 Parameters (a dict pytree):
 
@@ -407,7 +407,7 @@ def latent_row_loss(params, frozen, X, where, y, family):
     Head r picks one row ``j ~ kappa_r``; given the pick, the response follows
     ``family`` with predictor ``b + x_j V_r + sum_{l != r} <X^T kappa_l, V_l>``
     (the other heads at their attention average).  With one head this is the
-    exact likelihood of the simulator of paper 000, whose posterior over the
+    exact likelihood of the simulator of the DiagAtt paper, whose posterior over the
     active row is a softmax of a quadratic score: DiagAtt is then the Bayes
     predictor.  Its gradient in ``W`` weighs rows by their *responsibility*
     ``P(row j | X, y)`` minus ``kappa``, a far stronger signal early in

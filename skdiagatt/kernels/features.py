@@ -1,11 +1,11 @@
 """Feature maps ``phi`` with ``phi(q) . phi(k) ~ exp(q . k / sqrt(d_h))``.
 
-NTK-Attention (paper 001, Section 4) replaces the ``m`` prefix keys by the
+NTK-Attention (the NTK-Attention paper, Section 4) replaces the ``m`` prefix keys by the
 sums ``Z = sum_r phi(k_r) v_r^T`` and ``k = sum_r phi(k_r)``; how well that
 works depends only on how well ``phi(q) . phi(k)`` reproduces the softmax
 kernel. Two maps are offered:
 
-* ``"taylor"`` -- the polynomial method of Alman & Song (paper 001, Lemma
+* ``"taylor"`` -- the polynomial method of Alman & Song (the NTK-Attention paper, Lemma
   H.7): the exponential truncated after degree ``g``, written as an inner
   product of deduplicated symmetric monomials, so that
   ``phi(q) . phi(k) == sum_{j<=g} (q . k / sqrt(d_h))^j / j!`` exactly.

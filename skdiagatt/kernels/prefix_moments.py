@@ -1,6 +1,6 @@
 """The NTK-Attention state of a Gaussian prefix in closed form.
 
-A prefix of ``m`` rows drawn i.i.d. from ``N(mu, I_d)`` compresses (paper 001,
+A prefix of ``m`` rows drawn i.i.d. from ``N(mu, I_d)`` compresses (the NTK-Attention paper,
 Eq. 4) into ``Z = sum_r phi(u_r) v_r^T`` and ``k = sum_r phi(u_r)`` with keys
 ``u = W_K^T p`` and values ``v = W_V^T p``.  Their expectations are ``m`` times
 the per-row moments ``E[phi(u) v^T]`` and ``E[phi(u)]``, which this module

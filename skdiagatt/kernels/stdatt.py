@@ -1,4 +1,4 @@
-"""Standard multi-head self-attention, pooled, with a linear read-out (paper 000, Section 3.1).
+"""Standard multi-head self-attention, pooled, with a linear read-out (the DiagAtt paper, Section 3.1).
 
 The competitor of DiagAtt that keeps the full query-key interaction.  Head r
 computes ``A_r = softmax(Q_r K_r^T / sqrt(d))`` row-wise over the valid rows of a
