@@ -195,7 +195,7 @@ def _packed_inputs(ragged, rng):
                                    np.asarray(y, np.float32)[:, None], pack=True)
     d = X[0].shape[1]
     params = est._init_params(d, 1, rng)
-    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
+    frozen = est._frozen({"c": np.float32(1.0), "S": np.eye(d, dtype=np.float32)}, d)
     frozen["log_scale"] = params.pop("log_scale")
     return data, params, frozen
 
