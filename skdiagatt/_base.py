@@ -182,13 +182,6 @@ def _check_positive_int(value, name, minimum=1):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def _check_positive_float(value, name, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-
-
 class MatrixSampleEstimator(PublicArguments, BaseEstimator):
     """Base of the estimators: ragged input, fitted-state checks, localization.
 
