@@ -5,6 +5,7 @@ import ast
 import pathlib
 import warnings
 
+import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
@@ -213,3 +214,23 @@ def test_the_fitting_bases_cannot_be_instantiated_without_their_methods():
     for base in (PhasedEstimator, TwoPhaseEstimator):
         with pytest.raises(TypeError, match="abstract"):
             base()
+
+
+@pytest.mark.parametrize("cls, change", [
+    (DiagAttRegressor, dict(n_heads=2)),
+    (DiagAttRegressor, dict(score_form="quadratic")),
+    (StdAttRegressor, dict(key_dim=2)),
+    (NTKPrefixRegressor, dict(n_heads=2)),
+    (NTKPrefixRegressor, dict(head_dim=1)),
+])
+def test_a_warm_start_that_does_not_fit_the_settings_is_refused(cls, change, data):
+    """Every estimator checks the previous fit's parameters against the current settings."""
+    X, y = data
+    est = cls(max_iter=1, random_state=0).fit(X, y)
+    params = {k: v.copy() for k, v in est.params_.items()}
+    name = next(iter(change))
+    for continue_fit in (lambda e: e.set_params(warm_start=True).fit(X, y), lambda e: e.partial_fit(X, y)):
+        with pytest.raises(ValueError, match=f"do not fit the current settings .*see .*{name}"):
+            continue_fit(est.set_params(**change))
+        est.set_params(warm_start=False, **{name: cls().get_params()[name]})
+        assert all(np.array_equal(params[k], est.params_[k]) for k in params)
