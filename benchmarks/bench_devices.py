@@ -51,7 +51,7 @@ from skdiagatt import (  # noqa: E402
     _testing,  # noqa: E402
 )
 from skdiagatt.datasets import make_individualized_regression  # noqa: E402
-from skdiagatt.kernels.attention import ntk_attention, prefix_to_state  # noqa: E402
+from skdiagatt.kernels.ntk_attention import ntk_attention, prefix_to_state  # noqa: E402
 
 
 def backends():

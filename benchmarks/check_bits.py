@@ -11,8 +11,9 @@ where the reference has NaN)::
 
 The cases cover the training paths: bucketed and packed (ragged) data,
 minibatches differentiated in slices, several heads, ``value_refit``, early
-stopping, the classifier, NTK-Attention, the standard-attention baseline,
-``partial_fit`` and ``fit_chunks``.
+stopping, warm starts, low-rank and exclusive heads, the classifier (also
+multiple-instance), NTK-Attention (row targets, frozen state, varpro), the
+standard-attention baseline, ``partial_fit`` and ``fit_chunks``.
 """
 
 import argparse
@@ -26,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import jax  # noqa: E402
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor  # noqa: E402
-from skdiagatt.baselines import StdAttRegressor  # noqa: E402
+from skdiagatt.baselines import StdAttClassifier, StdAttRegressor  # noqa: E402
 from skdiagatt.datasets import (  # noqa: E402
     make_individualized_classification,
     make_individualized_regression,
@@ -53,6 +54,23 @@ def _chunks(est, X, y):
     return est, X
 
 
+def _warm(est, X, y):
+    est.fit(X, y)
+    est.set_params(warm_start=True).fit(X[::-1], y[::-1])
+    return est, X
+
+
+def _partial_classes(est, X, y):
+    classes = np.unique(y)
+    for start in range(0, len(y), 40):
+        est.partial_fit(X[start : start + 40], y[start : start + 40], classes=classes)
+    return est, X
+
+
+def _row_targets(X):
+    return [x[:, 0] - x[:, 1] for x in X]
+
+
 def _cases():
     """Name -> (estimator, data, how it is fitted)."""
     equal = _regression(120, 12)
@@ -76,6 +94,20 @@ def _cases():
         "ntk_partial_fit": (NTKPrefixRegressor(prefix_length=16, random_state=0), ragged, _partial),
         "ntk_fit_chunks": (NTKPrefixRegressor(prefix_length=16, **fast), ragged, _chunks),
         "stdatt_ragged": (StdAttRegressor(**fast), ragged, _fit),
+        "diagatt_warm_start": (DiagAttRegressor(**fast), ragged, _warm),
+        "diagatt_low_rank": (DiagAttRegressor(rank=2, symmetric=False, score_form="quadratic", **fast), ragged, _fit),
+        "diagatt_exclusive": (DiagAttRegressor(n_heads=2, exclusive_heads=True, init="mixture", **fast), ragged, _fit),
+        "diagatt_classifier_partial_fit": (DiagAttClassifier(random_state=0), cls, _partial_classes),
+        "diagatt_classifier_chunks": (DiagAttClassifier(**fast), cls, _chunks),
+        "diagatt_mil": (DiagAttClassifier(assumption="standard-mil", learning_rate=0.1, **fast), cls, _fit),
+        "diagatt_mil_partial_fit": (DiagAttClassifier(assumption="standard-mil", random_state=0), cls, _partial),
+        "ntk_warm_start": (NTKPrefixRegressor(prefix_length=16, **fast), ragged, _warm),
+        "ntk_early_stopping": (NTKPrefixRegressor(prefix_length=16, early_stopping=True, **fast), ragged, _fit),
+        "ntk_frozen_state": (NTKPrefixRegressor(train_state=False, state_scale=4.0, **fast), ragged, _fit),
+        "ntk_rows": (NTKPrefixRegressor(prefix_length=16, pooling=None, **fast), (ragged[0], _row_targets(ragged[0])), _fit),
+        "ntk_varpro": (NTKPrefixRegressor(prefix_length=16, solver="varpro", **fast), ragged, _fit),
+        "stdatt_latent_classifier": (StdAttClassifier(objective="latent", **fast), cls, _fit),
+        "stdatt_warm_start": (StdAttRegressor(**fast), equal, _warm),
     }
 
 
@@ -93,7 +125,8 @@ def _arrays(name, est, X):
             if arr.dtype == object:
                 continue
             out[f"{name}/{attr}{jax.tree_util.keystr(path)}"] = arr
-    out[f"{name}/predict"] = np.asarray(est.predict(X))
+    pred = est.predict(X)
+    out[f"{name}/predict"] = np.concatenate(pred) if isinstance(pred, list) else np.asarray(pred)
     return out
 
 

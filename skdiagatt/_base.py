@@ -14,8 +14,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ._params import validate_parameters
 from ._ragged import FINE, check_ragged
-from ._training import ChunkStream, map_samples, steps_per_epoch, training_data
+from ._training import map_samples
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -176,77 +177,9 @@ def check_finite_output(values, name="prediction"):
     return values
 
 
-def chunk_factory(chunks, y=None, chunk_size=None):
-    """Normalise the chunk sources that ``fit_chunks`` accepts to a re-callable reader.
-
-    Parameters
-    ----------
-    chunks : list or tuple of (X_k, y_k) pairs, or a callable, or array-like
-        * a list/tuple of pairs, each ``X_k`` a list of 2-D arrays or a 3-D
-          array (``np.memmap`` included) and ``y_k`` its targets;
-        * a callable ``chunks()`` returning a fresh iterator of such pairs
-          (called once per pass over the data, so generators work);
-        * a ``dask.bag.Bag`` whose elements are such pairs, or a list of
-          ``dask.delayed`` pairs: each pass computes them one at a time, in
-          order (:func:`skdiagatt.cluster.iter_dask_chunks`);
-        * with ``y`` given: the samples ``X`` themselves (a 3-D array or
-          memory-mapped array, or a list), read ``chunk_size`` samples at a
-          time -- slicing a memmap reads only that slice from disk.
-    y : array-like or list, optional
-    chunk_size : int, optional
-        Samples per chunk when ``y`` is given (default: all).
-
-    Returns
-    -------
-    callable
-        ``make()`` -> iterator of ``(X_k, y_k)``.
-    """
-    if y is not None:
-        X = chunks
-        n = len(X)
-        if len(y) != n:
-            raise ValueError(f"y has {len(y)} entries but X has {n} samples")
-        if chunk_size is not None:
-            _check_positive_int(chunk_size, "chunk_size")
-        size = n if chunk_size is None else int(chunk_size)
-
-        def make():
-            for start in range(0, n, size):
-                yield X[start : start + size], y[start : start + size]
-
-        return make
-    if chunk_size is not None:
-        raise ValueError("chunk_size is used only with fit_chunks(X, y, chunk_size=...)")
-    from .cluster import _dask_reader  # here: cluster imports this module
-
-    # Before the callable case: a dask.delayed object is callable too.
-    lazy = _dask_reader(chunks)
-    if lazy is not None:
-        return lazy
-    if callable(chunks):
-        return chunks
-    if isinstance(chunks, (list, tuple)):
-        for k, pair in enumerate(chunks):
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-                raise TypeError(f"chunks[{k}] must be an (X, y) pair")
-        return lambda: iter(chunks)
-    raise TypeError(
-        "chunks must be a list of (X, y) pairs, a callable returning an iterator of "
-        "(X, y) pairs, a Dask bag or list of delayed (X, y) pairs, or the samples X "
-        "with y=... (and chunk_size=...)"
-    )
-
-
 def _check_positive_int(value, name, minimum=1):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _check_positive_float(value, name, allow_zero=False):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
 
 
 class MatrixSampleEstimator(PublicArguments, BaseEstimator):
@@ -262,6 +195,8 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
 
     _pack = False
     _bucket_growth = FINE
+    #: ``{parameter: rule}`` for every ``__init__`` parameter (:mod:`skdiagatt._params`).
+    _parameter_rules = {}
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -294,128 +229,17 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         check_is_fitted(self)
         return check_ragged(X, n_features=self.n_features_in_)
 
-    def _check_training_params(self):
-        """Check the parameters every trained estimator shares."""
-        _check_positive_int(self.max_iter, "max_iter")
-        _check_positive_float(self.learning_rate, "learning_rate")
-        if self.batch_size != "auto":
-            _check_positive_int(self.batch_size, "batch_size")
-        _check_positive_float(self.tol, "tol", allow_zero=True)
-        _check_positive_int(self.n_iter_no_change, "n_iter_no_change")
-        if not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(
-                f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}"
-            )
+    def _validate_parameters(self):
+        """Check the declared parameters (``_parameter_rules``), then their combinations."""
+        validate_parameters(self)
+        self._check_combination()
 
-    def _training_data(self, samples, Y, rng):
-        """Split off the validation samples (``early_stopping``) and upload both parts.
-
-        Parameters
-        ----------
-        samples : list of ndarray (p_i, d)
-        Y : ndarray (n, t) or list of n row-level target arrays
-        rng : numpy RandomState
-
-        Returns
-        -------
-        train_samples : list of ndarray
-        train_Y : ndarray or list
-            The targets of ``train_samples``.
-        loop_kwargs : dict
-            ``data`` and the keyword arguments of ``fit_loop`` shared by every
-            phase (``batch_size``, ``random_state``, ``tol``,
-            ``n_iter_no_change``, ``validation``, ``verbose``).
-        """
-        n = len(samples)
-        take = (lambda idx: [Y[i] for i in idx]) if isinstance(Y, list) else (lambda idx: Y[idx])
-        idx_train, validation = np.arange(n), None
-        if self.early_stopping:
-            n_val = int(round(self.validation_fraction * n))
-            if n_val < 1 or n - n_val < 1:
-                raise ValueError(
-                    "early_stopping needs at least one training and one validation sample; "
-                    f"n={n}, validation_fraction={self.validation_fraction}"
-                )
-            perm = rng.permutation(n)
-            idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = training_data([samples[i] for i in idx_val], take(idx_val), self._pack, self._bucket_growth)
-        train_samples = [samples[i] for i in idx_train]
-        data = training_data(train_samples, take(idx_train), self._pack, self._bucket_growth)
-        # Small data sets get smaller batches, hence enough optimizer steps.
-        batch_size = self.batch_size
-        if batch_size == "auto":
-            batch_size = min(256, max(32, idx_train.size // 16))
-        return train_samples, take(idx_train), dict(
-            data=data,
-            batch_size=batch_size,
-            random_state=rng,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            validation=validation,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
-
-    # ------------------------------------------------------ chunked training
-    def _accumulate_chunk(self, samples, scan):
-        """Hook of :meth:`_scan_chunks`: statistics a subclass needs from every chunk."""
-
-    def _scan_chunks(self, make, n_features=None):
-        """First pass over the chunks: validate, count rows, gather targets.
-
-        Returns
-        -------
-        dict
-            ``lengths`` (list of int arrays, one per chunk), ``sizes`` (samples
-            per chunk), ``n_features``, ``y`` (list of the chunks' targets) and
-            whatever :meth:`_accumulate_chunk` adds.
-        """
-        out = {"lengths": [], "sizes": [], "y": [], "n_features": n_features}
-        for k, pair in enumerate(make()):
-            try:
-                Xk, yk = pair
-            except (TypeError, ValueError):
-                raise TypeError(f"chunk {k} is not an (X, y) pair") from None
-            samples = check_ragged(Xk, n_features=out["n_features"], name=f"chunk {k}: X")
-            out["n_features"] = samples[0].shape[1]
-            if yk is None or len(yk) != len(samples):
-                got = "no y" if yk is None else f"{len(yk)} targets"
-                raise ValueError(f"chunk {k} has {len(samples)} samples but {got}")
-            out["lengths"].append(np.array([s.shape[0] for s in samples]))
-            out["sizes"].append(len(samples))
-            out["y"].append(yk)
-            self._accumulate_chunk(samples, out)
-        if not out["sizes"]:
-            raise ValueError("chunks is empty: no samples to fit")
-        return out
-
-    def _chunk_stream(self, make, targets, n_features):
-        """A :class:`~skdiagatt._training.ChunkStream` over the chunks, with encoded targets.
-
-        ``targets(k, offset, size)`` returns the encoded targets of chunk k.
-        Chunks are validated again as they are read (the source may change).
-        """
-
-        def batches():
-            offset = 0
-            for k, (Xk, _) in enumerate(make()):
-                samples = check_ragged(Xk, n_features=n_features, name=f"chunk {k}: X")
-                yield samples, targets(k, offset, len(samples))
-                offset += len(samples)
-
-        return ChunkStream(batches, pack=self._pack, growth=self._bucket_growth)
-
-    def _chunk_steps(self, scan, batch_size):
-        return sum(steps_per_epoch(lengths, batch_size, self._pack, self._bucket_growth) for lengths in scan["lengths"])
+    def _check_combination(self):
+        """Hook: raise if the parameters, each valid alone, do not go together."""
 
     def _map_samples(self, fn, samples, *args, rows=False):
         """:func:`~skdiagatt._training.map_samples` in this estimator's layout (packed, or its bucket grid)."""
         return map_samples(fn, samples, *args, pack=self._pack, rows=rows, growth=self._bucket_growth)
-
-    def _auto_batch_size(self, n):
-        if self.batch_size == "auto":
-            return min(256, max(32, n // 16))
-        return self.batch_size
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "params_")

@@ -28,14 +28,12 @@ class AssumptionMixin:
     else (training loop, whitening, prediction chunks, attention) shared.
     """
 
-    _assumptions = ("individualized", STANDARD_MIL)
-
     @property
     def _mil(self):
         return self.assumption == STANDARD_MIL
 
-    def _check_params(self):
-        super()._check_params()
+    def _check_combination(self):
+        super()._check_combination()
         if not self._mil:
             return
         # The refit acts on the value read-out, which this mode does not have.
@@ -99,11 +97,8 @@ class AssumptionMixin:
             )
         return encoded
 
-    def _encode_targets(self, y, n, warm):
-        return self._binary_only(super()._encode_targets(y, n, warm))
-
-    def _encode_partial_targets(self, y, n, first, classes):
-        return self._binary_only(super()._encode_partial_targets(y, n, first, classes))
+    def _encode_targets(self, y, lengths, **kwargs):
+        return self._binary_only(super()._encode_targets(y, lengths, **kwargs))
 
     def _internal_contributions(self, X):
         if self._mil:

@@ -28,9 +28,9 @@ mixture is fitted on.
 import numpy as np
 
 from ._evidence import evidence_ridge
-from ._mixture import stacked_rows
+from ._mixture import MAX_SAMPLES, signal_mixture, stacked_rows
 
-__all__ = ["choose_start"]
+__all__ = ["choose_start", "data_start", "scores_into_params"]
 
 _FOLDS = 3
 _MIXTURE_STRENGTHS = (1.0, 0.5)
@@ -151,3 +151,41 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
         return mixture[0] * g, mixture[1] * g, name
     unit, m, _ = _response(H0, Y, Z, g, affine)
     return (*_response_coefficients(unit, m, g, R, affine), name)
+
+
+def data_start(samples, Y, c, S, n_heads, *, affine, choose, random_state):
+    """Score coefficients ``(A, a, name)`` of a start estimated from at most ``MAX_SAMPLES`` samples.
+
+    The rows' mixture (:func:`~skdiagatt._mixture.signal_mixture`) with
+    ``n_heads`` signal components; with ``choose`` the candidate of
+    :func:`choose_start` instead.
+    """
+    rng = random_state
+    if len(samples) > MAX_SAMPLES:
+        pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
+        samples, Y = [samples[i] for i in pick], Y[pick]
+    A, a = signal_mixture(samples, c, S, n_heads, affine=affine, random_state=rng)
+    if not choose:
+        return A, a, "mixture"
+    return choose_start(samples, Y, c, S, (A, a), affine=affine, random_state=rng)
+
+
+def scores_into_params(params, A, a):
+    """``params`` with the score coefficients ``A`` (R, d, d) and ``a`` (R, d), or ``a=None``.
+
+    A low-rank parameterization (``L``, and ``M`` when not symmetric) takes
+    the positive part of ``A``'s top eigenpairs.
+    """
+    params = dict(params)
+    if "W" in params:
+        params["W"] = A.astype(np.float32)
+    else:
+        ev, Q = np.linalg.eigh(A)  # ascending: the last q are the largest
+        q = params["L"].shape[2]
+        L = Q[:, :, -q:] * np.sqrt(np.maximum(ev[:, None, -q:], 0.0))
+        params["L"] = L.astype(np.float32)
+        if "M" in params:
+            params["M"] = params["L"].copy()
+    if a is not None:
+        params["U"] = a.astype(np.float32)
+    return params

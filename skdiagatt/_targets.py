@@ -16,8 +16,9 @@ __all__ = ["StandardizedTargetsMixin", "LabelTargetsMixin"]
 class StandardizedTargetsMixin:
     """Regression targets (n,) or (n, t), standardized per column for training."""
 
-    def _encode_targets(self, y, n, warm):
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
         """Returns ``(Y (n, t) float32, meta, family)``; a warm start keeps the first fit's units."""
+        n = len(lengths)
         y = check_targets(y, n)
         Y = y.reshape(n, -1)
         if warm and Y.shape[1] != self.y_mean_.shape[0]:
@@ -61,26 +62,55 @@ class StandardizedTargetsMixin:
 class LabelTargetsMixin:
     """Class labels of any comparable type; one logit for two classes, else one per class."""
 
-    def _encode_targets(self, y, n, warm):
-        """Returns ``(Y, classes, family)``: 0/1 column (binary) or one-hot rows."""
-        y = check_labels(y, n)
-        try:
-            codes = (enc := LabelEncoder()).fit_transform(y)
-        except TypeError as exc:
-            raise TypeError(f"y has labels that cannot be compared: {exc}") from None
-        classes = enc.classes_
-        if classes.size < 2:
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+        """Returns ``(Y, classes, family)``: 0/1 column (binary) or one-hot rows.
+
+        ``incremental`` (``partial_fit``): the first call fixes the label set,
+        ``classes`` or its own labels; later chunks may hold any subset of it.
+        """
+        y = check_labels(y, len(lengths))
+        if incremental:
+            known = self._partial_classes(y, warm, classes)
+            unknown = ~np.isin(y, known)
+            if np.any(unknown):
+                raise ValueError(
+                    f"y has labels {np.unique(y[unknown]).tolist()} that are not in "
+                    f"classes {known.tolist()}; pass classes=[...] to the first partial_fit"
+                )
+            codes = np.searchsorted(known, y)
+        else:
+            try:
+                codes = (enc := LabelEncoder()).fit_transform(y)
+            except TypeError as exc:
+                raise TypeError(f"y has labels that cannot be compared: {exc}") from None
+            known = enc.classes_
+            if known.size < 2:
+                raise ValueError(f"y has a single class {known[0]!r}: classification needs at least two")
+            if warm and not np.array_equal(known, self.classes_):
+                raise ValueError(
+                    f"y has classes {known.tolist()} but the warm-started model was fitted "
+                    f"with {self.classes_.tolist()}"
+                )
+        if known.size == 2:
+            return codes[:, None].astype(np.float32), known, "bernoulli"
+        return np.eye(known.size, dtype=np.float32)[codes], known, "categorical"
+
+    def _partial_classes(self, y, continued, classes):
+        """The label set of a ``partial_fit`` call: fixed by the first call."""
+        if not continued:
+            known = np.unique(np.asarray(y if classes is None else classes))
+            if known.size < 2:
+                raise ValueError(
+                    "the first partial_fit call needs at least two classes: pass "
+                    "classes=[...] listing every label"
+                )
+            return known
+        if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
             raise ValueError(
-                f"y has a single class {classes[0]!r}: classification needs at least two"
+                f"classes={np.unique(np.asarray(classes)).tolist()} differs from the "
+                f"classes of the first call {self.classes_.tolist()}"
             )
-        if warm and not np.array_equal(classes, self.classes_):
-            raise ValueError(
-                f"y has classes {classes.tolist()} but the warm-started model was fitted "
-                f"with {self.classes_.tolist()}"
-            )
-        if classes.size == 2:
-            return codes[:, None].astype(np.float32), classes, "bernoulli"
-        return np.eye(classes.size, dtype=np.float32)[codes], classes, "categorical"
+        return self.classes_
 
     def _set_target_meta(self, classes):
         self.classes_ = classes

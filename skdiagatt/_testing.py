@@ -102,7 +102,7 @@ def diagatt_loss_inputs(est, samples=None, rng=None):
         d = samples[0].shape[1]
         c, S = preconditioner(samples, est.whiten)
         params = est._init_params(d, 1, rng)
-        frozen = est._frozen(c, S, d)
+        frozen = est._frozen({"c": c, "S": S}, d)
     frozen["log_scale"] = params.pop("log_scale")
     return params, frozen
 

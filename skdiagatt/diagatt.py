@@ -2,27 +2,19 @@
 
 import jax
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
-from sklearn.utils import check_random_state
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import (
-    MatrixSampleEstimator,
-    _check_positive_float,
-    _check_positive_int,
-    check_finite_output,
-    check_labels,
-    chunk_factory,
-)
-from ._evidence import evidence_ridge
-from ._mil import AssumptionMixin
-from ._mixture import MAX_SAMPLES, signal_mixture
-from ._ragged import check_ragged
-from ._starts import choose_start
+from ._base import check_finite_output
+from ._mil import STANDARD_MIL, AssumptionMixin
+from ._mixture import MAX_SAMPLES
+from ._params import Boolean, Either, Integer, Options, Real
+from ._readout import refit_readout
+from ._sources import Samples
+from ._starts import data_start, scores_into_params
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._training import fit_loop, map_device_data, round_count, training_data
-from ._two_phase import TwoPhaseTraining
-from ._whitening import preconditioner, preconditioner_from_moment, second_moment
+from ._training import map_device_data
+from ._two_phase import TwoPhaseEstimator
 from .kernels.diagatt import (
     diagatt_forward,
     diagatt_loss,
@@ -31,7 +23,6 @@ from .kernels.diagatt import (
     query_key,
     row_contributions,
 )
-from .kernels.glm import fit_readout
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
 
@@ -49,25 +40,32 @@ _pooled = jax.jit(pooled_rows)
 _contributions = jax.jit(row_contributions)
 
 
-def _concatenate_targets(parts):
-    """The targets of all chunks as one array (or one list, for row-level targets)."""
-    if all(isinstance(p, (list, tuple)) for p in parts):
-        return [v for p in parts for v in p]
-    return np.concatenate([np.asarray(p) for p in parts])
-
-
-class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
+class _DiagAttBase(TwoPhaseEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
     _linear_predictor = staticmethod(_linear_predictor)
-    _assumptions = ("individualized",)
     _pack = True
     # The inverse temperature stays out of the main phase: trained alongside W
     # it would undo the penalty (W shrinks, the scale grows).  Calibration then
     # fits it with v and b, W (and U) fixed.
     _held = ("log_scale",)
     _calibrated = ("log_scale", "V", "b")
+    _shape_parameters = ("n_heads", "rank", "symmetric", "score_form", "assumption")
+    _parameter_rules = {
+        **TwoPhaseEstimator._parameter_rules,
+        "n_heads": Integer(1),
+        "temperature": Either(Options(None), Real(0.0)),
+        "rank": Either(Options(None), Integer(1)),
+        "symmetric": Boolean(),
+        "score_form": Options("affine", "quadratic"),
+        "exclusive_heads": Boolean(),
+        "alpha": Either(Options("auto"), Real(0.0, closed=True)),
+        "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
+        "value_refit": Boolean(),
+        "init": Options("auto", "mixture", "zeros"),
+        "assumption": Options("individualized"),
+    }
 
     def __init__(
         self,
@@ -124,38 +122,6 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.warm_start = warm_start
         self.assumption = assumption
 
-    # ----------------------------------------------------------------- checks
-    def _check_params(self):
-        _check_positive_int(self.n_heads, "n_heads")
-        if self.temperature is not None:
-            _check_positive_float(self.temperature, "temperature")
-        if self.rank is not None:
-            _check_positive_int(self.rank, "rank")
-        if self.score_form not in ("quadratic", "affine"):
-            raise ValueError(
-                f"score_form must be 'quadratic' or 'affine', got {self.score_form!r}"
-            )
-        if not isinstance(self.exclusive_heads, (bool, np.bool_)):
-            raise ValueError(f"exclusive_heads must be True or False, got {self.exclusive_heads!r}")
-        if isinstance(self.alpha, str) and self.alpha != "auto":
-            raise ValueError(f'alpha must be "auto" or a finite number >= 0, got {self.alpha!r}')
-        if not isinstance(self.alpha, str):
-            _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        if isinstance(self.alpha_value, str) and self.alpha_value != "auto":
-            raise ValueError(f'alpha_value must be "auto" or a finite number >= 0, got {self.alpha_value!r}')
-        if not isinstance(self.alpha_value, str):
-            _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
-        if not isinstance(self.value_refit, (bool, np.bool_)):
-            raise ValueError(f"value_refit must be True or False, got {self.value_refit!r}")
-        if self.objective not in ("latent", "attention"):
-            raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
-        if self.init not in ("auto", "mixture", "zeros"):
-            raise ValueError(f"init must be 'auto', 'mixture' or 'zeros', got {self.init!r}")
-        _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
-        if self.assumption not in self._assumptions:
-            raise ValueError(f"assumption must be one of {self._assumptions}, got {self.assumption!r}")
-        self._check_training_params()
-
     # ------------------------------------------------------------ parameters
     def _init_params(self, d, t, rng):
         R = self.n_heads
@@ -196,35 +162,11 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self._chosen_start = "zeros"
         if self.init == "zeros" or (self.init == "auto" and getattr(self, "_mil", False)):
             return params
-        if len(samples) > MAX_SAMPLES:
-            pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
-            samples, Y = [samples[i] for i in pick], Y[pick]
         affine = self.score_form == "affine"
-        A, a = signal_mixture(samples, c, S, self.n_heads, affine=affine, random_state=rng)
-        self._chosen_start = "mixture"
-        if self.init == "auto":
-            A, a, self._chosen_start = choose_start(samples, Y, c, S, (A, a), affine=affine, random_state=rng)
+        A, a, self._chosen_start = data_start(samples, Y, c, S, self.n_heads, affine=affine,
+                                              choose=self.init == "auto", random_state=rng)
         tau = self._temperature(S.shape[0])
-        return self._start_at(params, A * tau, a * tau if affine else None)
-
-    def _start_at(self, params, A, a):
-        """``params`` with the scores' coefficients ``A`` (R, d, d) and ``a`` (R, d) or None."""
-        params = dict(params)
-        if "W" in params:
-            params["W"] = A.astype(np.float32)
-        else:
-            ev, Q = np.linalg.eigh(A)  # ascending: the last q are the largest
-            q = params["L"].shape[2]
-            L = Q[:, :, -q:] * np.sqrt(np.maximum(ev[:, None, -q:], 0.0))
-            params["L"] = L.astype(np.float32)
-            if "M" in params:
-                params["M"] = params["L"].copy()
-        if a is not None:
-            params["U"] = a.astype(np.float32)
-        return params
-
-    def _temperature(self, d):
-        return np.sqrt(d) if self.temperature is None else float(self.temperature)
+        return scores_into_params(params, A * tau, a * tau if affine else None)
 
     def _shrinkage_target(self, params, n):
         # The penalty shrinks the score parameters towards where training
@@ -237,12 +179,15 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             "alpha": np.float32(alpha),
         }
 
-    def _frozen(self, c, S, d):
-        tau = self._temperature(d)
+    def _temperature(self, d):
+        """tau: ``temperature``, by default ``sqrt(d)`` as in the paper."""
+        return np.sqrt(d) if self.temperature is None else float(self.temperature)
+
+    def _frozen(self, constants, d):
         frozen = {
-            "x_scale": np.float32(c),
-            "S": S,
-            "inv_tau": np.float32(1.0 / tau),
+            "x_scale": np.float32(constants["c"]),
+            "S": constants["S"],
+            "inv_tau": np.float32(1.0 / self._temperature(d)),
             "alpha_value": np.float32(self._value_penalty()),
         }
         # Under standard-mil each head scores instances on its own (any may be positive).
@@ -266,211 +211,24 @@ class _DiagAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         if not (self.value_refit or evidence):
             return params
         H, Y = map_device_data(_pooled, data, params, frozen)
-        if evidence:
-            R, d, t = params["V"].shape
-            coef, intercept, _ = evidence_ridge(H.reshape(len(H), R * d), Y)
-            return {**params, "V": coef.reshape(R, d, t).astype(np.float32),
-                    "b": intercept.astype(np.float32)}
-        # Padded like the training buckets (weight-0 filler up to a rounded
-        # count), so that fits of similar size reuse the compiled solver.
-        n = len(H)
-        fill = round_count(n) - n
-        w = np.concatenate([np.ones(n, np.float32), np.zeros(fill, np.float32)])
-        pad = lambda a: np.pad(a, [(0, fill)] + [(0, 0)] * (a.ndim - 1))  # noqa: E731
-        V, b, _ = fit_readout(
-            params["V"], params["b"], pad(H), pad(Y), params["log_sigma"],
-            np.float32(self._value_penalty()), family, w=w,
-        )
-        return {**params, "V": np.asarray(V), "b": np.asarray(b)}
+        return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=evidence)
 
-    def _set_fitted(self, params, c, S, d, results, meta, warm=False):
-        super()._set_fitted(params, c, S, d, results, meta, warm)
-        # A warm start continues from the previous fit's start.
-        if not warm:
+    def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
+        super()._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
+        # A continued fit keeps the start of the fit it continues.
+        if not continued:
             self.start_ = self.__dict__.pop("_chosen_start")
         return self
 
-    # ------------------------------------------------------ beyond memory
-    def _accumulate_chunk(self, samples, scan):
-        M, rows = second_moment(samples)
-        scan["M"] = scan.get("M", 0.0) + M
-        scan["rows"] = scan.get("rows", 0) + rows
+    def _accumulate_chunk(self, samples, statistics):
+        super()._accumulate_chunk(samples, statistics)
         # Whole chunks until the mixture of the start has its samples: with
         # one chunk, the same samples (and draws) as fit.
-        held = scan.setdefault("start_samples", [])
+        held = statistics.setdefault("start_samples", [])
         if len(held) < MAX_SAMPLES:
             held.extend(samples)
 
-    def fit_chunks(self, chunks, y=None, *, chunk_size=None):
-        """Fit on data read one chunk at a time (larger than memory).
-
-        The same two training phases as :meth:`fit`.  The data are read
-        ``2 + max_iter + calibration_iter`` times: one pass for the row
-        statistics (whitener) and the targets, then once per epoch, one chunk
-        on the device at a time.  An epoch visits the chunks in order and,
-        within a chunk, the minibatches that :meth:`fit` forms on that chunk;
-        with a single chunk the result is exactly that of :meth:`fit`.  The
-        targets of all chunks are held in memory (they are small).
-
-        Parameters
-        ----------
-        chunks : list of (X_k, y_k) pairs, callable, or array-like
-            A list/tuple of ``(X_k, y_k)`` pairs (``X_k`` a list of 2-D arrays,
-            a 3-D array or a ``np.memmap``); or a callable returning a fresh
-            iterator of such pairs (called once per pass); or, with ``y``, the
-            samples themselves (a 3-D array or memmap, or a list) to be read
-            ``chunk_size`` samples at a time.
-        y : array-like, optional
-            Targets of ``chunks`` when it is the samples themselves.
-        chunk_size : int, optional
-            Samples per chunk when ``y`` is given.
-
-        Returns
-        -------
-        self
-
-        Examples
-        --------
-        >>> import numpy as np, tempfile, os
-        >>> from skdiagatt import DiagAttRegressor
-        >>> from skdiagatt.datasets import make_individualized_regression
-        >>> X, y, _, _ = make_individualized_regression(64, n_rows=6, n_features=3, random_state=0)
-        >>> path = os.path.join(tempfile.mkdtemp(), "X.npy")
-        >>> np.save(path, np.stack(X).astype(np.float32))
-        >>> Xm = np.load(path, mmap_mode="r")           # stays on disk
-        >>> est = DiagAttRegressor(max_iter=2, random_state=0).fit_chunks(Xm, y, chunk_size=16)
-        >>> est.predict(Xm[:2]).shape
-        (2,)
-        """
-        self._check_params()
-        if self.early_stopping:
-            raise ValueError(
-                "early_stopping is not available with fit_chunks: hold out a validation "
-                "set yourself and compare est.score on it"
-            )
-        make = chunk_factory(chunks, y, chunk_size)
-        warm = self.warm_start and hasattr(self, "params_")
-        scan = self._scan_chunks(make, n_features=self.n_features_in_ if warm else None)
-        d, n = scan["n_features"], sum(scan["sizes"])
-        warm = self._check_warm(d)
-        y_all = _concatenate_targets(scan["y"])
-        Y, meta, family = self._encode_targets(y_all, n, warm)
-        rng = check_random_state(self.random_state)
-        if warm:
-            c, S = self.input_scale_, self.preconditioner_
-            params = self._previous_params(d, Y.shape[1])
-        else:
-            c, S = preconditioner_from_moment(scan["M"], scan["rows"], self.whiten)
-            start = scan["start_samples"]
-            params = self._start(self._init_params(d, Y.shape[1], rng), start, Y[: len(start)], c, S, rng)
-        batch_size = self._auto_batch_size(n)
-        per_epoch = self._chunk_steps(scan, batch_size)
-        stream = self._chunk_stream(make, lambda k, off, size: Y[off : off + size], d)
-        loop = dict(
-            data=stream,
-            batch_size=batch_size,
-            random_state=rng,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            validation=None,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
-        return self._train(params, c, S, d, family, meta, loop, lambda e: e * per_epoch, n_train=n,
-                           warm=warm)
-
-    def _encode_partial_targets(self, y, n, first, classes):
-        """Targets of one ``partial_fit`` chunk: the first call fixes their encoding.
-
-        Regression: the standardisation of the first chunk is kept.
-        Classification: ``classes`` (or the first chunk's labels) fixes the
-        label set; later chunks may hold any subset of it.
-        """
-        if not is_classifier(self):
-            return self._encode_targets(y, n, warm=not first)
-        y = check_labels(y, n)
-        if first:
-            known = np.unique(np.asarray(y if classes is None else classes))
-            if known.size < 2:
-                raise ValueError(
-                    "the first partial_fit call needs at least two classes: pass "
-                    "classes=[...] listing every label"
-                )
-        else:
-            known = self.classes_
-            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), known):
-                raise ValueError(
-                    f"classes={np.unique(np.asarray(classes)).tolist()} differs from the "
-                    f"classes of the first call {known.tolist()}"
-                )
-        unknown = ~np.isin(y, known)
-        if np.any(unknown):
-            raise ValueError(
-                f"y has labels {np.unique(y[unknown]).tolist()} that are not in "
-                f"classes {known.tolist()}; pass classes=[...] to the first partial_fit"
-            )
-        codes = np.searchsorted(known, y)
-        if known.size == 2:
-            return codes[:, None].astype(np.float32), known, "bernoulli"
-        return np.eye(known.size, dtype=np.float32)[codes], known, "categorical"
-
-    def _partial_fit(self, X, y, classes=None):
-        """One epoch of the main objective over ``(X, y)``, continuing the previous state."""
-        self._check_params()
-        first = not hasattr(self, "params_")
-        samples = check_ragged(X) if first else self._validate_X(X, reset=False)
-        n, d = len(samples), samples[0].shape[1]
-        Y, meta, family = self._encode_partial_targets(y, n, first, classes)
-        state = self.__dict__.get("_partial_state")
-        if state is None:
-            state = {"rng": check_random_state(self.random_state), "opt_state": None}
-        rng = state["rng"]
-        if first:
-            c, S = preconditioner(samples, self.whiten)
-            params = self._start(self._init_params(d, Y.shape[1], rng), samples, Y, c, S, rng)
-        else:
-            c, S = self.input_scale_, self.preconditioner_
-            params = self._previous_params(d, Y.shape[1])
-        # Every call shrinks towards where the first call (or fit) started.
-        target = state.get("target") or self._shrinkage_target(params, n)
-        frozen = {**self._frozen(c, S, d), **target}
-        frozen["log_scale"] = params.pop("log_scale")
-        params, result = fit_loop(
-            self._loss_fn,
-            (self.objective, family),
-            params,
-            frozen,
-            data=training_data(samples, Y, self._pack),
-            max_iter=1,
-            learning_rate=self.learning_rate,
-            batch_size=self._auto_batch_size(n),
-            random_state=rng,
-            verbose=self.verbose,
-            callback=self.callback,
-            label=f"{type(self).__name__} partial_fit",
-            schedule="constant",
-            opt_state=state["opt_state"],
-        )
-        params["log_scale"] = frozen.pop("log_scale")
-        self.params_ = params
-        self.input_scale_ = c
-        self.preconditioner_ = S
-        self.n_features_in_ = d
-        self.n_iter_ = (0 if first else self.n_iter_) + result.n_iter
-        self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
-        phases = [] if first else list(self.loss_curve_phase_)
-        self.loss_curve_phase_ = phases + ["main"] * len(result.loss_curve)
-        self.validation_scores_ = None
-        if first:
-            self.start_ = self.__dict__.pop("_chosen_start")
-        self._set_target_meta(meta)
-        self._partial_state = {"rng": rng, "opt_state": result.opt_state, "target": target}
-        return self
-
     # ------------------------------------------------------------- inference
-    def _frozen_fitted(self):
-        return self._frozen(self.input_scale_, self.preconditioner_, self.n_features_in_)
-
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
@@ -585,17 +343,13 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     score_form : {"affine", "quadratic"}, default="affine"
         "affine": ``x^T W_r x + u_r^T x``; "quadratic": the paper's score
         ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
-        distributions has the affine form, and a quadratic form alone cannot
-        tell ``x`` from ``-x`` (rows drawn around ``+m`` and ``-m`` score
-        alike); where the linear term is not needed it costs d parameters per
-        head and measured nothing (``docs/diagatt_training.md``).
+        distributions has the affine form; a quadratic form alone cannot tell
+        ``x`` from ``-x`` (``docs/diagatt_training.md``).
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
-        other heads' ``1 - kappa_l`` (see
-        :func:`skdiagatt.kernels.diagatt.competing_scores`), the model of
-        samples whose rows of interest are distinct, one per head.  Without
-        it two heads may settle on the same kind of row.  No effect with one
-        head or under ``assumption="standard-mil"``.
+        other heads' ``1 - kappa_l``
+        (:func:`skdiagatt.kernels.diagatt.competing_scores`), as one row per
+        head and sample.  No effect with one head or under standard-mil.
     alpha : float or "auto", default="auto"
         L2 penalty on the query-key parameters (``W`` and ``u``), in whitened
         coordinates, towards where training starts (see ``init``), added to
@@ -603,13 +357,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         training samples, a Gaussian prior that weighs as much as 30
         samples (``partial_fit``: n of its first call).
     alpha_value : float or "auto", default="auto"
-        L2 penalty on the value vectors.  "auto": none during training; after
-        it, the regressor's ``V`` and ``b`` are refit as the ridge regression of
-        the targets on the attention-pooled rows whose penalty maximizes the
-        marginal likelihood (empirical Bayes, :mod:`skdiagatt._evidence`): a
-        large penalty, towards predicting the mean, when samples are few for
-        the rows' dimension or the signal is weak, a vanishing one with many
-        samples.  The classifier's read-out is not penalized under "auto".
+        L2 penalty on the value vectors.  "auto": none in training, then the
+        regressor's ``V`` and ``b`` are refit as the ridge regression on the
+        attention-pooled rows with the penalty of largest marginal likelihood
+        (empirical Bayes); the classifier's read-out is not penalized.
     value_refit : bool, default=False
         After training, replace the value vectors ``V`` and the intercept
         ``b`` by the exact minimiser of the attention objective with the
@@ -625,31 +376,19 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Training objective: the latent-row likelihood followed by calibration,
         or the paper's squared loss of the attention prediction alone.
     whiten : bool, default=True
-        Train ``W`` in coordinates whitened by the rows' second moment (the
-        matrix in use is ``S W S``, ``S = E[x x^T]^{-1/2}``).  Either way rows
-        are first divided by their root-mean-square over the training rows
-        (``input_scale_``), which the temperature then refers to.
+        Train ``W`` in coordinates whitened by the rows' second moment (``S W
+        S``, ``S = E[x x^T]^{-1/2}``).  Either way rows are first divided by
+        their root-mean-square (``input_scale_``), which tau refers to.
     init : {"auto", "mixture", "zeros"}, default="auto"
         Where the query-key parameters start, and what ``alpha`` shrinks
-        them towards.  "mixture": the log-likelihood ratio of a Gaussian
-        mixture fitted to the rows by EM, without the targets: the rows of a
-        sample are background draws but for one signal row per head, whose
-        Gaussian has its own mean and (shrunk) covariance (see
-        ``docs/sample_efficiency.md``).  The background rows, which
-        outnumber the targets by the rows per sample, place the scores near
-        the Bayes localizer from a few hundred samples whenever the signal
-        rows differ in distribution from the others; training then refines
-        them with the targets.  Several heads start on as many kinds of signal
-        row, each head's score fitted to tell its rows from the others' too.
-        "zeros": ``W = 0``, uniform attention.  "auto": the candidate of
-        least cross-validated error of a ridge read-out on the rows it pools,
-        among uniform attention, the mixture (at full and half strength) and
-        the rows whose projection on the response's direction is large (see
-        :mod:`skdiagatt._starts`): unusual rows that do not move the response
-        do not capture the start.  Under ``assumption="standard-mil"``
-        "auto" is "zeros" (unusual negative instances would start the scores
-        less well than uniform attention does).  ``start_`` names the start
-        chosen.
+        them towards (the user guide's "Where training starts").  "mixture":
+        the log-likelihood ratios of a Gaussian mixture fitted to the rows
+        by EM without the targets, one signal component per head.  "zeros":
+        uniform attention.  "auto": of uniform attention, the mixture (full
+        and half strength) and the rows whose projection on the response's
+        direction is large, the one whose pooled rows give the least
+        cross-validated error of a ridge read-out (``start_`` names it);
+        "zeros" under ``assumption="standard-mil"``.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int, default=20
@@ -723,9 +462,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     validation_scores_ : list of float or None
         Validation objective per epoch when ``early_stopping``.
     start_ : str
-        Where training started (see ``init``): ``"zeros"``, ``"mixture"``,
-        or under "auto" the candidate chosen, with its strength (for example
-        ``"mixture x1"``, ``"response x3"``, ``"uniform"``).
+        Where training started: ``"zeros"``, ``"mixture"``, or the candidate
+        "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"response x3"``...).
     y_mean_, y_scale_ : ndarray of shape (t,)
         Targets are standardized with these for training.
 
@@ -741,20 +479,6 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     >>> [r.tolist() for r in est.localize(X[:2])]  # doctest: +SKIP
     [[4], [7]]
     """
-
-    def fit(self, X, y):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
-        y : array-like of shape (n,) or (n, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(X, y)
 
     def partial_fit(self, X, y):
         """One epoch of the main objective over one chunk, continuing the previous state.
@@ -779,7 +503,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         -------
         self
         """
-        return self._partial_fit(X, y)
+        return self._fit(Samples(X, y), incremental=True)
 
 
 
@@ -839,6 +563,8 @@ loss_curve_phase_, validation_scores_, start_
     (2, 2)
     """
 
+    _parameter_rules = {**_DiagAttBase._parameter_rules, "assumption": Options("individualized", STANDARD_MIL)}
+
     def fit(self, X, y):
         """Fit the model.
 
@@ -852,7 +578,7 @@ loss_curve_phase_, validation_scores_, start_
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(Samples(X, y))
 
     def partial_fit(self, X, y, classes=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
@@ -871,4 +597,4 @@ loss_curve_phase_, validation_scores_, start_
         -------
         self
         """
-        return self._partial_fit(X, y, classes)
+        return self._fit(Samples(X, y, classes), incremental=True)

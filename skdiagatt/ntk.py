@@ -1,28 +1,21 @@
 """NTK-Attention regression (the NTK-Attention paper): ``NTKPrefixRegressor``."""
 
 import math
-import numbers
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.utils import check_random_state
 
-from ._base import (
-    MatrixSampleEstimator,
-    _check_positive_float,
-    _check_positive_int,
-    check_finite_output,
-    check_targets,
-    chunk_factory,
-    standardize_targets,
-)
+from ._base import check_finite_output, check_targets, standardize_targets
 from ._ntk_solve import fit_varpro
+from ._params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
+from ._phased import Phase, PhasedEstimator
 from ._prefix_state import random_prefix_state
-from ._ragged import COARSE, check_ragged
-from ._training import fit_loop, training_data
+from ._ragged import COARSE
+from ._sources import Samples
+from ._training import TrainResult
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 
@@ -50,7 +43,7 @@ def _state_scaled_loss(params, frozen, batch, config):
     return ntk_readout_loss({**params, "Z": params["Z"] * s, "k": params["k"] * s}, frozen, batch, config)
 
 
-class NTKPrefixRegressor(RegressorMixin, MatrixSampleEstimator):
+class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
     """Attention with an infinitely long trainable prefix, compressed into ``Z`` and ``k``.
 
     NTK-Attention (the NTK-Attention paper, Algorithm 1) replaces the keys and values of a
@@ -151,6 +144,24 @@ validation_fraction, random_state, verbose, callback, warm_start
     """
 
     _bucket_growth = COARSE  # fewer programs to compile (docs/performance.md, section 7)
+    _loss_fn = staticmethod(ntk_readout_loss)
+    _shape_parameters = ("n_heads", "head_dim", "attention_weights", "feature_map", "degree")
+    _parameter_rules = {
+        **TRAINING_RULES,
+        "n_heads": Integer(1),
+        "head_dim": Either(Options(None), Integer(1)),
+        "attention_weights": Anything(),  # checked with the data (_projections)
+        "feature_map": Options("taylor", "elu"),
+        "degree": Integer(1),
+        "prefix_length": Either(Integer(1), Options(np.inf)),
+        "init": Options("prefix", "zeros"),
+        "pooling": Options("mean", "first", None),
+        "causal": Boolean(),
+        "train_state": Boolean(),
+        "state_scale": Either(Options("auto"), Real(0.0)),
+        "solver": Options("adam", "varpro"),
+        "alpha": Real(0.0, closed=True),
+    }
 
     def __init__(
         self,
@@ -206,30 +217,10 @@ validation_fraction, random_state, verbose, callback, warm_start
         self.warm_start = warm_start
 
     # ----------------------------------------------------------------- checks
-    def _check_params(self):
-        _check_positive_int(self.n_heads, "n_heads")
-        if self.head_dim is not None:
-            _check_positive_int(self.head_dim, "head_dim")
-        if self.feature_map not in ("taylor", "elu"):
-            raise ValueError(f"feature_map must be 'taylor' or 'elu', got {self.feature_map!r}")
-        _check_positive_int(self.degree, "degree")
-        m = self.prefix_length
-        if not (isinstance(m, (numbers.Integral, float)) and not isinstance(m, bool) and (m == np.inf or (
-                isinstance(m, numbers.Integral) and m >= 1))):
-            raise ValueError(f"prefix_length must be an integer >= 1 or np.inf, got {m!r}")
-        if self.init not in ("prefix", "zeros"):
-            raise ValueError(f"init must be 'prefix' or 'zeros', got {self.init!r}")
-        if self.pooling not in ("mean", "first", None):
-            raise ValueError(f"pooling must be 'mean', 'first' or None, got {self.pooling!r}")
-        if not (isinstance(self.state_scale, str) and self.state_scale == "auto"):
-            _check_positive_float(self.state_scale, "state_scale")
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        if self.solver not in ("adam", "varpro"):
-            raise ValueError(f"solver must be 'adam' or 'varpro', got {self.solver!r}")
+    def _check_combination(self):
         if self.solver == "varpro" and (not self.train_state or self.early_stopping):
             raise ValueError("solver='varpro' trains Z and k on all the training data: use "
                              "solver='adam' with train_state=False or early_stopping=True")
-        self._check_training_params()
 
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
@@ -270,17 +261,17 @@ validation_fraction, random_state, verbose, callback, warm_start
         return (self.feature_map, int(self.degree), bool(self.causal), self.pooling)
 
     # -------------------------------------------------------------- targets
-    def _encode_targets(self, y, samples, warm):
-        n = len(samples)
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+        n = len(lengths)
         if self.pooling is None:
             if not isinstance(y, (list, tuple)) or len(y) != n:
                 raise ValueError(
                     "with pooling=None, y must be a list of one (p_i,) or (p_i, t) array per sample"
                 )
             rows = []
-            for i, (yi, xi) in enumerate(zip(y, samples)):
-                yi = check_targets(yi, xi.shape[0])
-                rows.append(yi.reshape(xi.shape[0], -1))
+            for i, (yi, p) in enumerate(zip(y, lengths)):
+                yi = check_targets(yi, p)
+                rows.append(yi.reshape(p, -1))
                 if rows[-1].shape[1] != rows[0].shape[1]:
                     raise ValueError(f"y[{i}] has {rows[-1].shape[1]} targets, y[0] has {rows[0].shape[1]}")
             flat, ndim = np.concatenate(rows), np.ndim(y[0])
@@ -296,9 +287,12 @@ validation_fraction, random_state, verbose, callback, warm_start
         Y, mean, scale = standardize_targets(flat, (self.y_mean_, self.y_scale_) if warm else None)
         if rows is not None:
             Y = np.split(Y, np.cumsum([r.shape[0] for r in rows])[:-1])
-        return Y, (ndim, mean, scale)
+        return Y, (ndim, mean, scale), "gaussian"
 
-    # ------------------------------------------------------------------ fit
+    def _set_target_meta(self, meta):
+        self._y_ndim, self.y_mean_, self.y_scale_ = meta
+
+    # ------------------------------------------------------- the one fit path
     def fit(self, X, y):
         """Fit ``Z``, ``k`` and the read-out; the projections stay frozen.
 
@@ -312,146 +306,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         -------
         self
         """
-        self._check_params()
-        samples = check_ragged(X)
-        d = samples[0].shape[1]
-        warm = self.warm_start and hasattr(self, "params_")
-        if warm and d != self.n_features_in_:
-            raise ValueError(
-                f"X has {d} features but the warm-started model was fitted with {self.n_features_in_}"
-            )
-        Y, meta = self._encode_targets(y, samples, warm)
-        rng = check_random_state(self.random_state)
-        frozen = self.attention_weights_ if warm else self._projections(d, rng)
-        _, _, loop = self._training_data(samples, Y, rng)
-        if warm:
-            params = {k: v.copy() for k, v in self.params_.items()}
-        else:
-            params = self._init_params(frozen, meta[1].shape[0], rng)
-        if self.solver == "varpro":
-            return self._fit_varpro(params, frozen, meta, d, samples, Y)
-        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
-        result = self._run(params, frozen, meta, d, fixed, loop, type(self).__name__, max_iter=self.max_iter)
-        self.n_iter_ = result.n_iter
-        self.loss_curve_ = result.loss_curve
-        self.validation_scores_ = result.validation_curve if self.early_stopping else None
-        self.__dict__.pop("_partial_state", None)  # a later partial_fit starts a fresh optimizer
-        return self
-
-    def _fit_varpro(self, params, frozen, meta, d, samples, Y):
-        t, dv = meta[1].shape[0], frozen["W_V"].shape[-1]
-        if t > dv:
-            raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
-                             f"product), got {t}: use solver='adam' or a larger head_dim")
-        data = training_data(samples, Y, False, self._bucket_growth)
-        params, curve = fit_varpro(params["k"], frozen, data, self._config(), self.alpha, self.max_iter,
-                                   self.tol, self.n_iter_no_change, self.verbose, self.callback)
-        self.params_ = params
-        self.attention_weights_ = frozen
-        self.n_features_in_ = d
-        self._y_ndim, self.y_mean_, self.y_scale_ = meta
-        self.n_iter_ = len(curve) - 1
-        self.loss_curve_ = curve
-        self.validation_scores_ = None
-        self.__dict__.pop("_partial_state", None)
-        return self
-
-    # ------------------------------------------------------ beyond memory
-    def _run(self, params, frozen, meta, d, fixed, loop, result_label, state_unit=None, **extra):
-        s = self._state_unit() if state_unit is None else state_unit
-        scaled = "Z" in params and s != 1.0
-        fixed_inputs = {**frozen, **fixed, "alpha": np.float32(self.alpha)}
-        loss = ntk_readout_loss
-        if scaled:
-            params = {**params, "Z": params["Z"] / np.float32(s), "k": params["k"] / np.float32(s)}
-            fixed_inputs["state_scale"] = np.float32(s)
-            loss = _state_scaled_loss
-        params, result = fit_loop(
-            loss,
-            self._config(),
-            params,
-            fixed_inputs,
-            learning_rate=self.learning_rate,
-            label=result_label,
-            **extra,
-            **loop,
-        )
-        if scaled:
-            params = {**params, "Z": params["Z"] * np.float32(s), "k": params["k"] * np.float32(s)}
-        self.params_ = {**params, **fixed}
-        self.attention_weights_ = frozen
-        self.n_features_in_ = d
-        self._y_ndim, self.y_mean_, self.y_scale_ = meta
-        return result
-
-    def fit_chunks(self, chunks, y=None, *, chunk_size=None):
-        """Fit on data read one chunk at a time (larger than memory).
-
-        The data are read ``1 + max_iter`` times (the targets, then once per
-        epoch), one chunk on the device at a time.  An epoch visits the chunks
-        in order and, within a chunk, the minibatches that :meth:`fit` forms
-        on that chunk; with a single chunk the result is exactly that of
-        :meth:`fit`.  The targets of all chunks are held in memory.
-
-        Parameters
-        ----------
-        chunks : list of (X_k, y_k) pairs, callable, or array-like
-            As in :meth:`skdiagatt.DiagAttRegressor.fit_chunks`.
-        y : array-like or list, optional
-            Targets when ``chunks`` is the samples themselves.
-        chunk_size : int, optional
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        if self.early_stopping:
-            raise ValueError(
-                "early_stopping is not available with fit_chunks: hold out a validation "
-                "set yourself and compare est.score on it"
-            )
-        make = chunk_factory(chunks, y, chunk_size)
-        warm = self.warm_start and hasattr(self, "params_")
-        scan = self._scan_chunks(make, n_features=self.n_features_in_ if warm else None)
-        d, n = scan["n_features"], sum(scan["sizes"])
-        lengths = np.concatenate(scan["lengths"])
-        # _encode_targets reads only the row count of each sample.
-        shapes = [np.empty((int(p), 0), np.float32) for p in lengths]
-        parts = scan["y"]
-        if self.pooling is None:
-            y_all = [v for part in parts for v in part]
-        else:
-            y_all = np.concatenate([np.asarray(part) for part in parts])
-        Y, meta = self._encode_targets(y_all, shapes, warm)
-        rng = check_random_state(self.random_state)
-        frozen = self.attention_weights_ if warm else self._projections(d, rng)
-        if warm:
-            params = {k: v.copy() for k, v in self.params_.items()}
-        else:
-            params = self._init_params(frozen, meta[1].shape[0], rng)
-        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
-        batch_size = self._auto_batch_size(n)
-        per_epoch = self._chunk_steps(scan, batch_size)
-        loop = dict(
-            data=self._chunk_stream(make, lambda k, off, size: Y[off : off + size], d),
-            batch_size=batch_size,
-            random_state=rng,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            validation=None,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
-        result = self._run(
-            params, frozen, meta, d, fixed, loop, type(self).__name__,
-            max_iter=self.max_iter, total_steps=self.max_iter * per_epoch,
-        )
-        self.n_iter_ = result.n_iter
-        self.loss_curve_ = result.loss_curve
-        self.validation_scores_ = None
-        self.__dict__.pop("_partial_state", None)
-        return self
+        return self._fit(Samples(X, y))
 
     def partial_fit(self, X, y):
         """One epoch over one chunk, continuing the previous state.
@@ -473,40 +328,61 @@ validation_fraction, random_state, verbose, callback, warm_start
         -------
         self
         """
-        self._check_params()
-        first = not hasattr(self, "params_")
-        samples = check_ragged(X) if first else self._validate_X(X, reset=False)
-        d = samples[0].shape[1]
-        Y, meta = self._encode_targets(y, samples, warm=not first)
-        state = self.__dict__.get("_partial_state")
-        if state is None:
-            state = {"rng": check_random_state(self.random_state), "opt_state": None,
-                     "state_unit": self._state_unit()}
-        rng = state["rng"]
-        if first:
-            frozen = self._projections(d, rng)
-            params = self._init_params(frozen, meta[1].shape[0], rng)
-        else:
-            frozen = self.attention_weights_
-            params = {k: v.copy() for k, v in self.params_.items()}
-        fixed = {} if self.train_state else {k: params.pop(k) for k in ("Z", "k")}
-        loop = dict(
-            data=training_data(samples, Y, self._pack, self._bucket_growth),
-            batch_size=self._auto_batch_size(len(samples)),
-            random_state=rng,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
-        result = self._run(
-            params, frozen, meta, d, fixed, loop, f"{type(self).__name__} partial_fit",
-            max_iter=1, schedule="constant", opt_state=state["opt_state"],
-            state_unit=state.get("state_unit", 1.0),
-        )
-        self.n_iter_ = (0 if first else self.n_iter_) + result.n_iter
-        self.loss_curve_ = ([] if first else list(self.loss_curve_)) + result.loss_curve
-        self.validation_scores_ = None
-        self._partial_state = {"rng": rng, "opt_state": result.opt_state, "state_unit": state.get("state_unit", 1.0)}
-        return self
+        return self._fit(Samples(X, y), incremental=True)
+
+    def _phases(self, family, incremental):
+        label = type(self).__name__ + (" partial_fit" if incremental else "")
+        held = () if self.train_state else ("Z", "k")
+        return [Phase("main", self._config(), 1 if incremental else self.max_iter, held=held, label=label)]
+
+    def _draw_constants(self, d, rng):
+        return self._projections(d, rng)
+
+    def _fitted_constants(self):
+        return self.attention_weights_
+
+    def _store_constants(self, constants):
+        self.attention_weights_ = constants
+
+    def _frozen(self, constants, d):
+        return {**constants, "alpha": np.float32(self.alpha)}
+
+    def _initial_params(self, d, t, constants, train, rng):
+        return self._init_params(constants, t, rng)
+
+    def _param_shapes(self, d, t):
+        W = self._projections(d, np.random.RandomState(0))
+        H, _, dh = W["W_K"].shape
+        dv = W["W_V"].shape[-1]
+        r = feature_dim(self.feature_map, dh, self.degree)
+        return {"Z": (H, r, dv), "k": (H, r), "W_out": (H * dv, t), "b": (t,)}
+
+    def _training_form(self, loss_fn, params, frozen, state):
+        # partial_fit keeps the unit of its first call.
+        s = state.setdefault("state_unit", self._state_unit())
+        if "Z" not in params or s == 1.0:
+            return loss_fn, params, frozen
+        params = {**params, "Z": params["Z"] / np.float32(s), "k": params["k"] / np.float32(s)}
+        return _state_scaled_loss, params, {**frozen, "state_scale": np.float32(s)}
+
+    def _fitted_form(self, params, frozen):
+        if "state_scale" not in frozen:
+            return params
+        s = frozen["state_scale"]
+        return {**params, "Z": params["Z"] * s, "k": params["k"] * s}
+
+    def _train(self, phases, params, frozen, train, state, incremental):
+        """``solver="varpro"`` in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
+        if self.solver != "varpro" or incremental or train.steps_per_epoch is not None:
+            return super()._train(phases, params, frozen, train, state, incremental)
+        t, dv = params["b"].shape[0], frozen["W_V"].shape[-1]
+        if t > dv:
+            raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
+                             f"product), got {t}: use solver='adam' or a larger head_dim")
+        projections = {k: frozen[k] for k in _PROJECTIONS}
+        params, curve = fit_varpro(params["k"], projections, train.loop["data"], self._config(), self.alpha,
+                                   self.max_iter, self.tol, self.n_iter_no_change, self.verbose, self.callback)
+        return params, [TrainResult(loss_curve=list(curve), n_iter=len(curve) - 1)]
 
     def _init_params(self, frozen, t, rng):
         H, d, dh = frozen["W_K"].shape
@@ -520,9 +396,6 @@ validation_fraction, random_state, verbose, callback, warm_start
         return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}
 
     # ------------------------------------------------------------ inference
-    def _frozen_fitted(self):
-        return {**self.attention_weights_, "alpha": np.float32(self.alpha)}
-
     def predict(self, X):
         """Predicted responses.
 

@@ -1,8 +1,11 @@
 """scikit-learn conventions: label checks, convergence warnings, warm-start history,
 argument errors under the public class name, and the hint for one unwrapped sample."""
 
+import ast
+import pathlib
 import warnings
 
+import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
@@ -107,3 +110,127 @@ def test_one_unwrapped_sample_gets_a_hint(data):
         with pytest.raises(ValueError, match=r"wrap one sample as \[x\]"):
             est.predict(one)
     assert est.predict([X[0]]).shape == (1,)
+
+
+# ------------------------------------------------------------ code structure
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MAX_MODULE_LINES, MAX_BODY_LINES = 600, 80
+
+
+def _modules(*folders):
+    return sorted(p for f in folders for p in (ROOT / f).rglob("*.py"))
+
+
+def _body_lines(fn):
+    """Lines of a function's body, its docstring left out."""
+    body = fn.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return fn.end_lineno - body[0].lineno + 1
+
+
+def test_modules_and_function_bodies_stay_small():
+    too_long = []
+    for path in _modules("skdiagatt"):
+        source = path.read_text()
+        name = path.relative_to(ROOT)
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _body_lines(node) > MAX_BODY_LINES:
+                too_long.append(f"{name}:{node.lineno} {node.name}: a body of {_body_lines(node)} lines")
+    assert too_long == [], f"over {MAX_MODULE_LINES} lines a module or {MAX_BODY_LINES} a body"
+
+
+def _private_names(tree):
+    """``skdiagatt`` names with a private part (but the ``_testing`` seam) that ``tree`` imports."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "skdiagatt":
+            for alias in node.names:
+                parts = node.module.split(".") + [alias.name]
+                if "_testing" not in parts and any(p.startswith("_") for p in parts):
+                    yield node.lineno, ".".join(parts)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "skdiagatt" and "_testing" not in parts and any(p.startswith("_") for p in parts):
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            inner = node.value
+            while isinstance(inner, ast.Attribute):
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "skdiagatt" and node.attr != "_testing":
+                yield node.lineno, f"skdiagatt...{node.attr}"
+
+
+def test_benchmarks_and_examples_use_only_the_public_api():
+    private = [f"{p.relative_to(ROOT)}:{line} {name}" for p in _modules("benchmarks", "examples")
+               for line, name in _private_names(ast.parse(p.read_text()))]
+    assert private == [], "import only public names, or the seam skdiagatt._testing"
+
+
+def test_the_private_import_check_sees_what_it_must():
+    tree = ast.parse("from skdiagatt._base import x\nfrom skdiagatt._testing import y\n"
+                     "import skdiagatt.kernels._matmul\nskdiagatt._ragged.check_ragged\n")
+    assert [name for _, name in _private_names(tree)] == [
+        "skdiagatt._base.x", "skdiagatt.kernels._matmul", "skdiagatt..._ragged"]
+
+
+def _estimators_with_rules():
+    import skdiagatt
+    from skdiagatt import baselines
+
+    classes = {getattr(m, n) for m in (skdiagatt, baselines) for n in m.__all__}
+    from skdiagatt.baselines.prefix_tuning import PrefixTuningRegressor
+    from skdiagatt.text import TokenEmbedder
+
+    classes |= {PrefixTuningRegressor, TokenEmbedder}
+    return sorted((c for c in classes if isinstance(c, type) and hasattr(c, "_parameter_rules")),
+                  key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", _estimators_with_rules(), ids=lambda c: c.__name__)
+def test_every_parameter_is_declared_once(cls):
+    """Each constructor parameter has exactly one rule, and nothing else has one."""
+    assert set(cls._parameter_rules) == set(cls._get_param_names())
+
+
+@pytest.mark.parametrize("cls", [DiagAttRegressor, NTKPrefixRegressor, StdAttRegressor])
+def test_a_bad_parameter_is_named_with_what_it_must_be(cls, data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"^max_iter must be an integer >= 1, got 0$"):
+        cls(max_iter=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"^validation_fraction must be in \(0, 1\), got 1.5$"):
+        cls(validation_fraction=1.5).fit(X, y)
+    with pytest.raises(ValueError, match=r"^batch_size must be 'auto' or an integer >= 1, got 'big'$"):
+        cls(batch_size="big").fit(X, y)
+
+
+def test_the_fitting_bases_cannot_be_instantiated_without_their_methods():
+    from skdiagatt._phased import PhasedEstimator
+    from skdiagatt._two_phase import TwoPhaseEstimator
+
+    for base in (PhasedEstimator, TwoPhaseEstimator):
+        with pytest.raises(TypeError, match="abstract"):
+            base()
+
+
+@pytest.mark.parametrize("cls, change", [
+    (DiagAttRegressor, dict(n_heads=2)),
+    (DiagAttRegressor, dict(score_form="quadratic")),
+    (StdAttRegressor, dict(key_dim=2)),
+    (NTKPrefixRegressor, dict(n_heads=2)),
+    (NTKPrefixRegressor, dict(head_dim=1)),
+])
+def test_a_warm_start_that_does_not_fit_the_settings_is_refused(cls, change, data):
+    """Every estimator checks the previous fit's parameters against the current settings."""
+    X, y = data
+    est = cls(max_iter=1, random_state=0).fit(X, y)
+    params = {k: v.copy() for k, v in est.params_.items()}
+    name = next(iter(change))
+    for continue_fit in (lambda e: e.set_params(warm_start=True).fit(X, y), lambda e: e.partial_fit(X, y)):
+        with pytest.raises(ValueError, match=f"do not fit the current settings .*see .*{name}"):
+            continue_fit(est.set_params(**change))
+        est.set_params(warm_start=False, **{name: cls().get_params()[name]})
+        assert all(np.array_equal(params[k], est.params_[k]) for k in params)

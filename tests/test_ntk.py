@@ -187,7 +187,7 @@ def test_state_gradient_at_zero_is_the_true_one():
     """Training from Z = k = 0 must not be stuck: d/dZ at zero equals a finite difference."""
     import jax
 
-    from skdiagatt.kernels.attention import ntk_attention
+    from skdiagatt.kernels.ntk_attention import ntk_attention
 
     rng = np.random.RandomState(0)
     X = jnp.asarray(rng.randn(2, 5, 3).astype(np.float32))
@@ -234,7 +234,7 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
     ("auto") by ~3e-3, sqrt(m) = 64 times as far. params_ must hold the state
     in raw units either way: with a negligible step it is exactly Eq. 4.
     """
-    from skdiagatt.kernels.attention import prefix_to_state
+    from skdiagatt.kernels.ntk_attention import prefix_to_state
 
     X, y = data
     rng = np.random.RandomState(1)
@@ -275,7 +275,7 @@ def test_prefix_of_any_length_in_bounded_memory(data):
     """Short prefixes are drawn and summed block by block, exactly as compressing them whole;
     2^40 rows and np.inf fit without materializing anything."""
     from skdiagatt._prefix_state import EXACT_ROWS, random_prefix_state
-    from skdiagatt.kernels.attention import prefix_to_state
+    from skdiagatt.kernels.ntk_attention import prefix_to_state
     from skdiagatt.kernels.prefix_moments import gaussian_prefix_state
 
     rng = np.random.RandomState(3)

@@ -97,7 +97,7 @@ def test_a_callback_that_is_not_callable_is_refused_and_the_model_kept(small):
     X, y = small
     est = DiagAttRegressor(**FAST).fit(X, y)
     before = {k: v.copy() for k, v in est.params_.items()}
-    with pytest.raises(TypeError, match="callback must be None or a callable"):
+    with pytest.raises(ValueError, match="callback must be None or a callable"):
         est.set_params(callback="print").fit(X, y)
     for k, v in before.items():
         np.testing.assert_array_equal(est.params_[k], v)

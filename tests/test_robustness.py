@@ -640,7 +640,8 @@ def test_ntk_attention_kernel_float32_scores_up_to_1e4(feature_map, degree, caus
     prefix state and without one (then it is plain attention, which it must match)."""
     import jax.numpy as jnp
 
-    from skdiagatt.kernels.attention import ntk_attention, plain_attention, prefix_to_state
+    from skdiagatt.kernels.attention import plain_attention
+    from skdiagatt.kernels.ntk_attention import ntk_attention, prefix_to_state
 
     rng = np.random.RandomState(0)
     B, L, d, H = 3, 16, 4, 2

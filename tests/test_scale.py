@@ -17,6 +17,7 @@ import pytest
 from sklearn.model_selection import GridSearchCV
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor, _testing
+from skdiagatt.baselines import StdAttRegressor
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 
 FAST = dict(max_iter=3, calibration_iter=2, batch_size=16, random_state=0)
@@ -51,7 +52,8 @@ def _chunks(X, y, size):
 
 # ------------------------------------------------------------- beyond memory
 @pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST),
-                                     (DiagAttRegressor, {**FAST, "value_refit": True, "alpha_value": 0.01})])
+                                     (DiagAttRegressor, {**FAST, "value_refit": True, "alpha_value": 0.01}),
+                                     (StdAttRegressor, {**FAST, "objective": "latent"})])
 def test_one_chunk_is_the_in_memory_fit(data, Est, kw):
     X, y = data
     _same(Est(**kw).fit(X, y), Est(**kw).fit_chunks([(X, y)]))
@@ -92,7 +94,8 @@ def test_fit_chunks_rejects_bad_sources(data):
         DiagAttRegressor(early_stopping=True).fit_chunks([(X, y)])
 
 
-@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST)])
+@pytest.mark.parametrize("Est, kw", [(DiagAttRegressor, FAST), (NTKPrefixRegressor, NTK_FAST),
+                                     (StdAttRegressor, FAST)])
 def test_partial_fit_from_memmap_matches_in_memory(data, memmap, Est, kw):
     X, y = data
     a, b = Est(**kw), Est(**kw)
@@ -195,7 +198,7 @@ def _packed_inputs(ragged, rng):
                                    np.asarray(y, np.float32)[:, None], pack=True)
     d = X[0].shape[1]
     params = est._init_params(d, 1, rng)
-    frozen = est._frozen(np.float32(1.0), np.eye(d, dtype=np.float32), d)
+    frozen = est._frozen({"c": np.float32(1.0), "S": np.eye(d, dtype=np.float32)}, d)
     frozen["log_scale"] = params.pop("log_scale")
     return data, params, frozen
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
+from skdiagatt._text_model import _resolve_model
 from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
 from skdiagatt.text import (
     TokenEmbedder,
-    _resolve_model,
     lexicon_precision,
     load_vader_lexicon,
     read_safetensors,

@@ -31,8 +31,9 @@ from common import (
 from reference import ntk_flops, numpy_ntk_step
 
 from skdiagatt._testing import init_opt_state, tile_rows, train_steps, untiled_taylor_products
-from skdiagatt.kernels.attention import ntk_attention, prefix_attention_streaming, prefix_to_state
+from skdiagatt.kernels.attention import prefix_attention_streaming
 from skdiagatt.kernels.features import taylor_feature_dim
+from skdiagatt.kernels.ntk_attention import ntk_attention, prefix_to_state
 from skdiagatt.kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss
 
 

@@ -14,13 +14,8 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import (
-    MatrixSampleEstimator,
-    _check_positive_float,
-    _check_positive_int,
-    check_labels,
-    check_targets,
-)
+from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets
+from .._params import Boolean, Either, Integer, Options, Real
 from .._ragged import check_ragged
 from . import _group_lasso_solver as solver
 
@@ -48,6 +43,14 @@ def _flatten(samples, n_rows, *, truncate=False, name="X"):
 
 
 class _GroupLassoBase(MatrixSampleEstimator):
+    _parameter_rules = {
+        "alpha": Real(0.0, closed=True),
+        "n_rows": Either(Options(None), Integer(1)),
+        "tol": Real(0.0),
+        "max_iter": Integer(1),
+        "warm_start": Boolean(),
+    }
+
     def __init__(
         self,
         alpha=0.1,
@@ -66,15 +69,8 @@ class _GroupLassoBase(MatrixSampleEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "coef_")
 
-    def _check_params(self):
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        if self.n_rows is not None:
-            _check_positive_int(self.n_rows, "n_rows")
-        _check_positive_float(self.tol, "tol")
-        _check_positive_int(self.max_iter, "max_iter")
-
     def _fit(self, X, y):
-        self._check_params()
+        self._validate_parameters()
         samples = check_ragged(X, dtype=np.float64)
         n, d = len(samples), samples[0].shape[1]
         P = self.n_rows if self.n_rows is not None else max(s.shape[0] for s in samples)

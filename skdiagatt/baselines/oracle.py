@@ -10,7 +10,8 @@ from sklearn.base import RegressorMixin
 from sklearn.linear_model import Ridge
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_float, _check_positive_int, check_targets
+from .._base import MatrixSampleEstimator, _check_positive_int, check_targets
+from .._params import Real
 from .._ragged import check_ragged
 
 __all__ = ["OracleRegressor"]
@@ -65,6 +66,8 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
     True
     """
 
+    _parameter_rules = {"alpha": Real(0.0, closed=True)}
+
     def __init__(self, alpha=1e-6):
         self.alpha = alpha
 
@@ -96,7 +99,7 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
         -------
         self
         """
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
+        self._validate_parameters()
         F, rows, samples = self._features(X, rows, reset=True)
         y = check_targets(y, len(samples))
         self.model_ = Ridge(alpha=self.alpha).fit(F, y)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._base import _check_positive_float, _check_positive_int
+from .._params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
 from ..ntk import NTKPrefixRegressor
 
 __all__ = ["PrefixTuningRegressor"]
@@ -52,6 +52,17 @@ validation_fraction, random_state, verbose, callback, warm_start
     train_state = True
     state_scale = 1.0
     solver = "adam"
+    _shape_parameters = ("n_heads", "head_dim", "attention_weights", "prefix_length")
+    _parameter_rules = {
+        **TRAINING_RULES,
+        "n_heads": Integer(1),
+        "head_dim": Either(Options(None), Integer(1)),
+        "attention_weights": Anything(),
+        "prefix_length": Integer(1),
+        "pooling": Options("mean", "first", None),
+        "causal": Boolean(),
+        "alpha": Real(0.0, closed=True),
+    }
 
     def __init__(
         self,
@@ -94,16 +105,6 @@ validation_fraction, random_state, verbose, callback, warm_start
         self.callback = callback
         self.warm_start = warm_start
 
-    def _check_params(self):
-        _check_positive_int(self.n_heads, "n_heads")
-        if self.head_dim is not None:
-            _check_positive_int(self.head_dim, "head_dim")
-        _check_positive_int(self.prefix_length, "prefix_length")
-        if self.pooling not in ("mean", "first", None):
-            raise ValueError(f"pooling must be 'mean', 'first' or None, got {self.pooling!r}")
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        self._check_training_params()
-
     def _init_params(self, frozen, t, rng):
         H, d, _ = frozen["W_K"].shape
         dv = frozen["W_V"].shape[-1]
@@ -112,3 +113,8 @@ validation_fraction, random_state, verbose, callback, warm_start
             "W_out": np.zeros((H * dv, t), np.float32),
             "b": np.zeros(t, np.float32),
         }
+
+    def _param_shapes(self, d, t):
+        W = self._projections(d, np.random.RandomState(0))
+        H, dv = W["W_K"].shape[0], W["W_V"].shape[-1]
+        return {"P": (self.prefix_length, d), "W_out": (H * dv, t), "b": (t,)}

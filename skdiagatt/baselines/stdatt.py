@@ -8,14 +8,11 @@ import jax
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from .._base import (
-    MatrixSampleEstimator,
-    _check_positive_float,
-    _check_positive_int,
-)
+from .._params import Either, Integer, Options, Real
 from .._ragged import COARSE
+from .._sources import Samples
 from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from .._two_phase import TwoPhaseTraining
+from .._two_phase import TwoPhaseEstimator
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 
 __all__ = ["StdAttRegressor", "StdAttClassifier"]
@@ -29,7 +26,7 @@ def _linear_predictor(params, frozen, X, where):
 _received = jax.jit(received_attention)
 
 
-class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
+class _StdAttBase(TwoPhaseEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(stdatt_loss)
@@ -37,6 +34,15 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
     # After the latent objective the projections stay fixed and the read-out
     # is calibrated on the loss of the pooled prediction (as DiagAtt).
     _calibrated = ("V", "b")
+    _shape_parameters = ("n_heads", "key_dim")
+    _parameter_rules = {
+        **TwoPhaseEstimator._parameter_rules,
+        "n_heads": Integer(1),
+        "key_dim": Either(Options(None), Integer(1)),
+        "alpha": Real(0.0, closed=True),
+        "alpha_value": Real(0.0, closed=True),
+        "init_scale": Real(0.0),
+    }
 
     def __init__(
         self,
@@ -81,19 +87,6 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
         self.callback = callback
         self.warm_start = warm_start
 
-    # ----------------------------------------------------------------- checks
-    def _check_params(self):
-        _check_positive_int(self.n_heads, "n_heads")
-        if self.key_dim is not None:
-            _check_positive_int(self.key_dim, "key_dim")
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
-        _check_positive_float(self.alpha_value, "alpha_value", allow_zero=True)
-        if self.objective not in ("latent", "attention"):
-            raise ValueError(f"objective must be 'latent' or 'attention', got {self.objective!r}")
-        _check_positive_float(self.init_scale, "init_scale")
-        _check_positive_int(self.calibration_iter, "calibration_iter", minimum=0)
-        self._check_training_params()
-
     # ------------------------------------------------------------ parameters
     def _init_params(self, d, t, rng):
         R = self.n_heads
@@ -110,19 +103,16 @@ class _StdAttBase(TwoPhaseTraining, MatrixSampleEstimator):
             "log_sigma": np.zeros(t, np.float32),
         }
 
-    def _frozen(self, c, S, d):
+    def _frozen(self, constants, d):
         return {
-            "x_scale": np.float32(c),
-            "S": S,
+            "x_scale": np.float32(constants["c"]),
+            "S": constants["S"],
             "inv_scale": np.float32(1.0 / np.sqrt(d)),
             "alpha": np.float32(self.alpha),
             "alpha_value": np.float32(self.alpha_value),
         }
 
     # ------------------------------------------------------------- inference
-    def _frozen_fitted(self):
-        return self._frozen(self.input_scale_, self.preconditioner_, self.n_features_in_)
-
     def _decision(self, X):
         """Linear predictor ``z`` of shape (n, t) in the internal target scale."""
         samples = self._validate_X(X, reset=False)
@@ -222,20 +212,6 @@ class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
     """
     )
 
-    def fit(self, X, y):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
-        y : array-like of shape (n,) or (n, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(X, y)
-
 
 class StdAttClassifier(ClassifierMixin, LabelTargetsMixin, _StdAttBase):
     __doc__ = (
@@ -277,4 +253,16 @@ loss_curve_phase_, validation_scores_
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(Samples(X, y))
+
+    def partial_fit(self, X, y, classes=None):
+        """One epoch of the main objective over one chunk, continuing the previous state.
+
+        As :meth:`StdAttRegressor.partial_fit`; ``classes`` lists every label,
+        needed on the first call when that chunk does not hold them all.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(Samples(X, y, classes), incremental=True)

@@ -17,13 +17,8 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import (
-    MatrixSampleEstimator,
-    _check_positive_float,
-    _check_positive_int,
-    check_labels,
-    check_targets,
-)
+from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets
+from .._params import Anything, Either, Integer, Options, Real
 from .._ragged import check_ragged
 
 __all__ = ["TwoStepRegressor", "TwoStepClassifier"]
@@ -69,6 +64,18 @@ def _select_rows(log_resp, signal, n_select):
     return np.argsort(-score, kind="stable")[:n_select].astype(np.int64), score
 
 
+_MIXTURE_RULES = {
+    "n_signal": Integer(1),
+    "n_components": Either(Options(None), Integer(2)),
+    "covariance_type": Options("full", "tied", "diag", "spherical"),
+    "max_rows": Integer(1),
+    "n_init": Integer(1),
+    "gmm_max_iter": Integer(1),
+    "reg_covar": Real(0.0),
+    "random_state": Anything(),
+}
+
+
 class _TwoStepBase(MatrixSampleEstimator):
     def __init__(
         self,
@@ -93,20 +100,6 @@ class _TwoStepBase(MatrixSampleEstimator):
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "model_")
-
-    def _check_params(self):
-        _check_positive_int(self.n_signal, "n_signal")
-        if self.n_components is not None:
-            _check_positive_int(self.n_components, "n_components", minimum=2)
-        if self.covariance_type not in ("full", "tied", "diag", "spherical"):
-            raise ValueError(
-                "covariance_type must be 'full', 'tied', 'diag' or 'spherical', "
-                f"got {self.covariance_type!r}"
-            )
-        _check_positive_int(self.max_rows, "max_rows")
-        _check_positive_int(self.n_init, "n_init")
-        _check_positive_int(self.gmm_max_iter, "gmm_max_iter")
-        _check_positive_float(self.reg_covar, "reg_covar")
 
     def _samples(self, X, reset):
         samples = check_ragged(X, dtype=np.float64) if reset else check_ragged(
@@ -135,7 +128,7 @@ class _TwoStepBase(MatrixSampleEstimator):
         return np.stack([s[r].ravel() for s, r in zip(samples, rows)])
 
     def _fit(self, X, y):
-        self._check_params()
+        self._validate_parameters()
         samples = self._samples(X, reset=True)
         target = self._encode_targets(y, len(samples))
         rng = check_random_state(self.random_state)
@@ -285,11 +278,12 @@ class TwoStepRegressor(RegressorMixin, _TwoStepBase):
         )
         self.alpha = alpha
 
+    _parameter_rules = {**_MIXTURE_RULES, "alpha": Real(0.0, closed=True)}
+
     def _encode_targets(self, y, n):
         return check_targets(y, n)
 
     def _make_model(self):
-        _check_positive_float(self.alpha, "alpha", allow_zero=True)
         return Ridge(alpha=self.alpha)
 
     def fit(self, X, y):
@@ -364,6 +358,8 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
         )
         self.C = C
 
+    _parameter_rules = {**_MIXTURE_RULES, "C": Real(0.0)}
+
     def _encode_targets(self, y, n):
         y = check_labels(y, n)
         if np.unique(y).size < 2:
@@ -373,7 +369,6 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
         return y
 
     def _make_model(self):
-        _check_positive_float(self.C, "C")
         return LogisticRegression(C=self.C, max_iter=1000)
 
     def fit(self, X, y):

@@ -13,8 +13,9 @@ Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
 import jax.numpy as jnp
 
 from ._matmul import matmul
-from .attention import attention_weights, key_attention_mass, ntk_attention, prefix_attention
+from .attention import attention_weights, key_attention_mass, prefix_attention
 from .losses import gaussian_loglik
+from .ntk_attention import ntk_attention
 
 __all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
 
@@ -67,7 +68,7 @@ def ntk_readout_forward(params, frozen, X, where, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.attention import ntk_attention, prefix_to_state
+    >>> from skdiagatt.kernels.ntk_attention import ntk_attention, prefix_to_state
     >>> from skdiagatt.kernels.ntk_readout import ntk_readout_forward
     >>> rng = np.random.default_rng(0)
     >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
@@ -125,7 +126,7 @@ def ntk_readout_loss(params, frozen, batch, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> from skdiagatt.kernels.ntk_attention import prefix_to_state
     >>> rng = np.random.default_rng(0)
     >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
     >>> where = jnp.array([[True, True, True], [True, True, False]])
@@ -183,7 +184,7 @@ def ntk_row_mass(params, frozen, X, where, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> from skdiagatt.kernels.ntk_attention import prefix_to_state
     >>> from skdiagatt.kernels.ntk_readout import ntk_row_mass
     >>> rng = np.random.default_rng(0)
     >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4

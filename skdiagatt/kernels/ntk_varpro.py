@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from ._matmul import matmul
-from .attention import ntk_attention
+from .ntk_attention import ntk_attention
 from .ntk_readout import pool_rows
 
 __all__ = ["ntk_design", "varpro_loss"]

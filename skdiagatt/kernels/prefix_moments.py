@@ -162,7 +162,7 @@ def gaussian_prefix_state(W_K, W_V, mean=None, feature_map="taylor", degree=2):
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.attention import prefix_to_state
+    >>> from skdiagatt.kernels.ntk_attention import prefix_to_state
     >>> from skdiagatt.kernels.prefix_moments import gaussian_prefix_state
     >>> rng = np.random.default_rng(0)
     >>> W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((2, 1, 3, 2)), jnp.float32)

@@ -1,4 +1,4 @@
-"""Tests for skdiagatt.kernels.attention against float64 NumPy loops."""
+"""Tests for skdiagatt.kernels.attention and .ntk_attention against float64 NumPy loops."""
 
 import math
 
@@ -9,15 +9,13 @@ import pytest
 
 from skdiagatt.kernels.attention import (
     attention_weights,
-    eq6_error,
     key_attention_mass,
-    ntk_attention,
     plain_attention,
     prefix_attention,
     prefix_attention_streaming,
-    prefix_to_state,
 )
 from skdiagatt.kernels.features import feature_dim, taylor_features, taylor_remainder_pointwise
+from skdiagatt.kernels.ntk_attention import eq6_error, ntk_attention, prefix_to_state
 
 B, L, D, H, DH, DV, M = 3, 6, 5, 2, 4, 3, 9
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from skdiagatt.kernels.attention import prefix_to_state
+from skdiagatt.kernels.ntk_attention import prefix_to_state
 from skdiagatt.kernels.prefix_moments import gaussian_prefix_state, taylor_gaussian_moments
 
 

@@ -1,0 +1,129 @@
+"""Declared constructor parameters: each estimator lists a rule per parameter, checked in one place.
+
+An estimator sets ``_parameter_rules = {"name": rule, ...}`` with one entry
+per ``__init__`` parameter; :func:`validate_parameters` checks them all at the
+start of ``fit`` and raises ``"{name} must be {rule}, got {value!r}"``.
+Checks that involve several parameters at once stay with the estimator
+(``_check_combination``).
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["Anything", "Boolean", "Either", "Integer", "Options", "Real", "validate_parameters"]
+
+
+class Integer:
+    """An integer (not a bool) of at least ``minimum``."""
+
+    def __init__(self, minimum=1):
+        self.minimum = minimum
+
+    def accepts(self, value):
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= self.minimum
+
+    def __str__(self):
+        return f"an integer >= {self.minimum}"
+
+
+class Real:
+    """A finite real number above ``low`` (or at it when ``closed``), below ``high`` if given."""
+
+    def __init__(self, low=0.0, *, closed=False, high=None):
+        self.low, self.closed, self.high = low, closed, high
+
+    def accepts(self, value):
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)) or not math.isfinite(value):
+            return False
+        above = value >= self.low if self.closed else value > self.low
+        return above and (self.high is None or value < self.high)
+
+    def __str__(self):
+        if self.high is not None:
+            return f"in {'[' if self.closed else '('}{self.low:g}, {self.high:g})"
+        return f"a finite number {'>=' if self.closed else '>'} {self.low:g}"
+
+
+class Options:
+    """One of the listed values (compared with ``==``; None and strings alike)."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def accepts(self, value):
+        if isinstance(value, np.ndarray):
+            return False
+        return any(value is v or (isinstance(value, type(v)) and value == v) for v in self.values)
+
+    def __str__(self):
+        names = ", ".join(repr(v) for v in self.values)
+        return names if len(self.values) == 1 else f"one of {names}"
+
+
+class Boolean:
+    """True or False (numpy bools included)."""
+
+    def accepts(self, value):
+        return isinstance(value, (bool, np.bool_))
+
+    def __str__(self):
+        return "True or False"
+
+
+class Anything:
+    """Any value: checked where it is used (``random_state``, arrays of weights)."""
+
+    def accepts(self, value):
+        return True
+
+    def __str__(self):
+        return "any value"
+
+
+class Callable:
+    """A callable (a function, a bound method, an object with ``__call__``)."""
+
+    def accepts(self, value):
+        return callable(value)
+
+    def __str__(self):
+        return "a callable taking one EpochInfo"
+
+
+class Either:
+    """Accepted by any of ``rules``."""
+
+    def __init__(self, *rules):
+        self.rules = rules
+
+    def accepts(self, value):
+        return any(rule.accepts(value) for rule in self.rules)
+
+    def __str__(self):
+        return " or ".join(str(rule) for rule in self.rules)
+
+
+def validate_parameters(est):
+    """Check every declared parameter of ``est``; raise ValueError naming the first bad one."""
+    for name, rule in type(est)._parameter_rules.items():
+        value = getattr(est, name)
+        if not rule.accepts(value):
+            raise ValueError(f"{name} must be {rule}, got {value!r}")
+
+
+#: The rules of the parameters every estimator trained by the optax loop shares.
+TRAINING_RULES = {
+    "max_iter": Integer(1),
+    "learning_rate": Real(0.0),
+    "batch_size": Either(Options("auto"), Integer(1)),
+    "tol": Real(0.0, closed=True),
+    "n_iter_no_change": Integer(1),
+    "early_stopping": Boolean(),
+    "validation_fraction": Real(0.0, high=1.0),
+    "random_state": Anything(),
+    "verbose": Either(Boolean(), Integer(0)),
+    "callback": Either(Options(None), Callable()),
+    "warm_start": Boolean(),
+}

@@ -1,0 +1,328 @@
+"""The one fit path of the estimators trained by the optax loop (DiagAtt, StdAtt, NTK-Attention).
+
+``fit``, ``partial_fit`` and ``fit_chunks`` all call
+:meth:`PhasedEstimator._fit` with a data source (:mod:`skdiagatt._sources`)
+and ``incremental`` (``partial_fit``: one epoch, constant step size, the
+optimizer state kept for the next call).  The path validates the
+parameters, reads the source, encodes the targets, draws or reuses the
+model's constants and parameters (a warm start checks them against the
+current settings), trains the estimator's phases (:class:`Phase`) and sets
+every fitted attribute at once, so a failed fit leaves the previous model.
+"""
+
+import abc
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from ._base import MatrixSampleEstimator
+from ._params import TRAINING_RULES
+from ._sources import Chunks, Samples, chunk_factory
+from ._training import fit_loop
+
+__all__ = ["Phase", "PhasedEstimator"]
+
+
+class Phase(NamedTuple):
+    """One run of :func:`~skdiagatt._training.fit_loop` in a fit.
+
+    Attributes
+    ----------
+    name : str
+        Recorded in ``loss_curve_phase_`` (``"main"`` or ``"calibration"``).
+    config : hashable
+        The loss's static settings.
+    max_iter : int
+        Epochs.
+    trained : tuple of str or None
+        The parameters this phase trains; None: all but ``held``.
+    held : tuple of str
+        Parameters kept fixed in this phase (when ``trained`` is None).
+    label : str
+        Prefix of progress lines and warnings.
+    """
+
+    name: str
+    config: object
+    max_iter: int
+    trained: tuple = None
+    held: tuple = ()
+    label: str = ""
+
+
+class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
+    """Base of the estimators trained in phases of the optax loop; see the module docstring.
+
+    A subclass declares ``_parameter_rules`` and ``_loss_fn`` and supplies
+    the abstract methods; the hooks with defaults (``_draw_constants``,
+    ``_data_constants``, ``_shrinkage_target``, ``_accumulate_chunk``,
+    ``_training_form``, ``_fitted_form``, ``_refit_readout``) are optional.
+    """
+
+    _parameter_rules = TRAINING_RULES
+    #: The parameters that set the trained parameters' shapes (named when a warm start does not fit).
+    _shape_parameters = ()
+
+    # ----------------------------------------------------- what a model supplies
+    @abc.abstractmethod
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+        """``(Y, meta, family)``: encoded targets (n, t), or a list of (p_i, t) row targets.
+
+        ``warm``: keep the previous fit's encoding; ``incremental``: a
+        ``partial_fit`` chunk, which may hold a subset of the classes.
+        """
+
+    @abc.abstractmethod
+    def _set_target_meta(self, meta):
+        """Store what :meth:`_encode_targets` learnt (target scale, classes)."""
+
+    @abc.abstractmethod
+    def _phases(self, family, incremental):
+        """The list of :class:`Phase` a fit runs (``incremental``: one epoch of the main objective)."""
+
+    @abc.abstractmethod
+    def _param_shapes(self, d, t):
+        """``{name: shape}`` of the trained parameters under the current settings."""
+
+    @abc.abstractmethod
+    def _initial_params(self, d, t, constants, train, rng):
+        """The parameters a fresh fit starts from (``train``: the :class:`~._sources.TrainingSet`)."""
+
+    @abc.abstractmethod
+    def _frozen(self, constants, d):
+        """The fixed inputs of the loss and the forward pass, from the model's constants."""
+
+    @abc.abstractmethod
+    def _fitted_constants(self):
+        """The constants of the fitted model (row scale and whitener, or frozen projections)."""
+
+    @abc.abstractmethod
+    def _store_constants(self, constants):
+        """Set the fitted attributes that hold ``constants``."""
+
+    # ------------------------------------------------------------------ hooks
+    def _draw_constants(self, d, rng):
+        """Constants drawn before the data are split (frozen random projections)."""
+        return {}
+
+    def _data_constants(self, train):
+        """Constants estimated from the training data (row scale, whitener)."""
+        return {}
+
+    def _shrinkage_target(self, params, n):
+        """Fixed inputs that shrink the training of ``n`` samples towards its start ``params``."""
+        return {}
+
+    def _accumulate_chunk(self, samples, statistics):
+        """Hook of the first pass of ``fit_chunks``: statistics gathered from every chunk."""
+
+    def _training_form(self, loss_fn, params, frozen, state):
+        """The loss and inputs ``fit_loop`` trains (a rescaled form of ``params``, say)."""
+        return loss_fn, params, frozen
+
+    def _fitted_form(self, params, frozen):
+        """``params`` back from the form of :meth:`_training_form`."""
+        return params
+
+    def _refit_readout(self, params, frozen, data, family):
+        """The trained parameters after any exact refit of the read-out (none here)."""
+        return params
+
+    # ------------------------------------------------------------ public fits
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,) or (n, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(Samples(X, y))
+
+    def partial_fit(self, X, y):
+        """One epoch of the main objective over one chunk, continuing the previous state.
+
+        The first call (on an unfitted model) fixes the model's constants and
+        the target encoding from its chunk; every call runs one epoch of Adam
+        at the constant ``learning_rate`` and keeps the optimizer state and the
+        random state for the next call.  After :meth:`fit` it continues from
+        that model with a fresh optimizer.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
+        y : array-like of shape (n,) or (n, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(Samples(X, y), incremental=True)
+
+    def fit_chunks(self, chunks, y=None, *, chunk_size=None):
+        """Fit on data read one chunk at a time (larger than memory).
+
+        The same phases as :meth:`fit`.  The data are read once for the
+        targets (and the row statistics the model needs), then once per
+        epoch, one chunk on the device at a time.  An epoch visits the chunks
+        in order and, within a chunk, the minibatches that :meth:`fit` forms
+        on that chunk; with a single chunk the result is exactly that of
+        :meth:`fit`.  The targets of all chunks are held in memory (they are
+        small).
+
+        Parameters
+        ----------
+        chunks : list of (X_k, y_k) pairs, callable, or array-like
+            A list/tuple of ``(X_k, y_k)`` pairs (``X_k`` a list of 2-D arrays,
+            a 3-D array or a ``np.memmap``); or a callable returning a fresh
+            iterator of such pairs (called once per pass); or, with ``y``, the
+            samples themselves (a 3-D array or memmap, or a list) to be read
+            ``chunk_size`` samples at a time.
+        y : array-like, optional
+            Targets of ``chunks`` when it is the samples themselves.
+        chunk_size : int, optional
+            Samples per chunk when ``y`` is given.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile, os
+        >>> from skdiagatt import DiagAttRegressor
+        >>> from skdiagatt.datasets import make_individualized_regression
+        >>> X, y, _, _ = make_individualized_regression(64, n_rows=6, n_features=3, random_state=0)
+        >>> path = os.path.join(tempfile.mkdtemp(), "X.npy")
+        >>> np.save(path, np.stack(X).astype(np.float32))
+        >>> Xm = np.load(path, mmap_mode="r")           # stays on disk
+        >>> est = DiagAttRegressor(max_iter=2, random_state=0).fit_chunks(Xm, y, chunk_size=16)
+        >>> est.predict(Xm[:2]).shape
+        (2,)
+        """
+        return self._fit(Chunks(chunk_factory(chunks, y, chunk_size)))
+
+    # ---------------------------------------------------------- the one path
+    def _fit(self, source, *, incremental=False):
+        """Fit from ``source``; ``incremental``: one ``partial_fit`` epoch continuing the last."""
+        self._validate_parameters()
+        continued = self.__sklearn_is_fitted__() and (incremental or self.warm_start)
+        source.read(self, self.n_features_in_ if continued else None,
+                    validate=self.early_stopping and not incremental)
+        d = source.n_features
+        Y, meta, family = self._encode_targets(source.y, source.lengths, warm=continued,
+                                               incremental=incremental, classes=source.classes)
+        t = (Y[0] if isinstance(Y, list) else Y).shape[1]
+        state = self.__dict__.get("_partial_state") if incremental else None
+        state = dict(state) if state is not None else {"rng": check_random_state(self.random_state)}
+        rng = state["rng"]
+        constants = self._fitted_constants() if continued else self._draw_constants(d, rng)
+        train = source.training_set(self, Y, rng)
+        if continued:
+            params = self._previous_params(d, t)
+        else:
+            constants = {**constants, **self._data_constants(train)}
+            params = self._initial_params(d, t, constants, train, rng)
+        # partial_fit shrinks towards where its first call (or fit) started.
+        state["shrinkage"] = state.get("shrinkage") or self._shrinkage_target(params, train.n)
+        frozen = {**self._frozen(constants, d), **state["shrinkage"]}
+        phases = self._phases(family, incremental)
+        params, results = self._train(phases, params, frozen, train, state, incremental)
+        if not incremental:
+            params = self._refit_readout(params, frozen, train.loop["data"], family)
+        self._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
+        if incremental:
+            self._partial_state = {**state, "opt_state": results[-1].opt_state}
+        else:
+            self.__dict__.pop("_partial_state", None)  # a later partial_fit starts a fresh optimizer
+        return self
+
+    def _train(self, phases, params, frozen, train, state, incremental):
+        """Run ``phases`` from ``params``; returns the trained parameters and the phases' results."""
+        results = []
+        for k, phase in enumerate(phases):
+            keys = phase.trained or tuple(p for p in params if p not in phase.held)
+            trained = {p: params[p] for p in keys}
+            fixed = {**frozen, **{p: v for p, v in params.items() if p not in keys}}
+            loss_fn, trained, fixed = self._training_form(self._loss_fn, trained, fixed, state)
+            extra = {"schedule": "constant", "opt_state": state.get("opt_state")} if incremental else {}
+            if train.steps_per_epoch is not None:
+                extra["total_steps"] = phase.max_iter * train.steps_per_epoch
+            trained, result = fit_loop(
+                loss_fn, phase.config, trained, fixed, max_iter=phase.max_iter,
+                learning_rate=self.learning_rate, label=phase.label, **extra, **train.loop,
+            )
+            params = {**params, **self._fitted_form(trained, fixed)}
+            results.append(result)
+            if k == 0 and not incremental:
+                self._warn_unconverged(result)
+        return params, results
+
+    def _warn_unconverged(self, result):
+        # The step size decays to 0 over max_iter epochs, so reaching it is the
+        # rule; a loss still falling by more than tol in the last, smallest
+        # steps is the sign of a fit cut short.
+        curve = result.validation_curve or result.loss_curve
+        if result.stopped == "max_iter" and len(curve) > 1 and curve[-2] - curve[-1] > self.tol:
+            warnings.warn(
+                f"{type(self).__name__}: the main phase reached max_iter={self.max_iter} "
+                f"epochs with its loss still falling by more than tol={self.tol} in the "
+                "last epoch; increase max_iter for a converged fit",
+                ConvergenceWarning,
+                stacklevel=5,
+            )
+
+    def _previous_params(self, d, t):
+        """A copy of ``params_`` to continue from, checked against the current settings."""
+        expected = {k: tuple(s) for k, s in self._param_shapes(d, t).items()}
+        got = {k: np.shape(v) for k, v in self.params_.items()}
+        if got != expected:
+            differ = [
+                f"{k} {got.get(k, 'absent')} -> {expected.get(k, 'absent')}"
+                for k in sorted(set(got) | set(expected)) if got.get(k) != expected.get(k)
+            ]
+            raise ValueError(
+                "warm_start and partial_fit continue the previous fit, but its parameters do "
+                f"not fit the current settings (shape fitted -> now: {', '.join(differ)}; see "
+                f"{', '.join(self._shape_parameters)}); restore them, or fit from scratch "
+                "(warm_start=False)"
+            )
+        return {k: np.array(v, copy=True) for k, v in self.params_.items()}
+
+    def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
+        """The fitted attributes, all at once (a failed fit leaves the old ones).
+
+        When ``continued`` the history (``n_iter_``, ``loss_curve_``,
+        ``loss_curve_phase_``, ``validation_scores_``) extends the previous fit's.
+        """
+        curve = [v for r in results for v in r.loss_curve]
+        phase = [p.name for p, r in zip(phases, results) for _ in r.loss_curve]
+        scores = None
+        if self.early_stopping and not incremental:
+            scores = [v for r in results for v in r.validation_curve]
+        n_iter = sum(r.n_iter for r in results)
+        if continued:
+            n_iter += self.n_iter_
+            curve = list(self.loss_curve_) + curve
+            phase = list(self.loss_curve_phase_) + phase
+            if scores is not None and self.validation_scores_ is not None:
+                scores = list(self.validation_scores_) + scores
+        self.params_ = params
+        self._store_constants(constants)
+        self.n_features_in_ = d
+        self.n_iter_ = n_iter
+        self.loss_curve_ = curve
+        self.loss_curve_phase_ = phase
+        self.validation_scores_ = scores
+        self._set_target_meta(meta)
+        return self
+
+    def _frozen_fitted(self):
+        return self._frozen(self._fitted_constants(), self.n_features_in_)
