@@ -11,7 +11,7 @@ from ._mixture import MAX_SAMPLES, signal_mixture
 from ._params import Boolean, Either, Integer, Options, Real
 from ._sources import Samples
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._training import map_device_data, round_count
+from ._training import map_device_data, round_count, sample_weights
 from ._two_phase import TwoPhaseEstimator
 from .kernels.diagatt import (
     diagatt_forward,
@@ -208,7 +208,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         # count), so that fits of similar size reuse the compiled solver.
         n = len(H)
         fill = round_count(n) - n
-        w = np.concatenate([np.ones(n, np.float32), np.zeros(fill, np.float32)])
+        w = np.concatenate([sample_weights(data), np.zeros(fill, np.float32)])
         pad = lambda a: np.pad(a, [(0, fill)] + [(0, 0)] * (a.ndim - 1))  # noqa: E731
         V, b, _ = fit_readout(
             params["V"], params["b"], pad(H), pad(Y), params["log_sigma"],
@@ -471,7 +471,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     [[4], [7]]
     """
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
         The first call (on an unfitted model) fixes the row scale, the
@@ -489,12 +489,14 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets)
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y), incremental=True)
+        return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
 
 
 
@@ -556,7 +558,7 @@ loss_curve_phase_, validation_scores_
 
     _parameter_rules = {**_DiagAttBase._parameter_rules, "assumption": Options("individualized", STANDARD_MIL)}
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
@@ -564,14 +566,16 @@ loss_curve_phase_, validation_scores_
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
             Labels of any comparable type (int, str, ...), at least two classes.
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`DiagAttRegressor.fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y))
+        return self._fit(Samples(X, y, sample_weight=sample_weight))
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
         As :meth:`DiagAttRegressor.partial_fit`.  ``classes`` lists every
@@ -583,9 +587,10 @@ loss_curve_phase_, validation_scores_
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
         classes : array-like or None, default=None
+        sample_weight : array-like of shape (n,) or None, default=None
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y, classes), incremental=True)
+        return self._fit(Samples(X, y, classes, sample_weight), incremental=True)
