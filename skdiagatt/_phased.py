@@ -155,11 +155,17 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
     def partial_fit(self, X, y, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
-        The first call (on an unfitted model) fixes the model's constants and
-        the target encoding from its chunk; every call runs one epoch of Adam
-        at the constant ``learning_rate`` and keeps the optimizer state and the
-        random state for the next call.  After :meth:`fit` it continues from
-        that model with a fresh optimizer.
+        The first call (on an unfitted model) fixes the model's constants (row
+        scale and whitener, or frozen projections) and the target encoding
+        from its chunk; every call runs one epoch of Adam at the constant
+        ``learning_rate`` and keeps the optimizer state and the random state
+        for the next call.  Calling it on a model fitted by :meth:`fit`
+        continues from that model with a fresh optimizer.  Only the main
+        objective is trained: a calibration phase of :meth:`fit`
+        (``objective="latent"``) needs passes of its own, so use
+        :meth:`fit_chunks` for the full procedure on data larger than memory,
+        or ``objective="attention"``, whose single objective partial_fit
+        trains completely.
 
         Parameters
         ----------

@@ -471,34 +471,6 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     [[4], [7]]
     """
 
-    def partial_fit(self, X, y, sample_weight=None):
-        """One epoch of the main objective over one chunk, continuing the previous state.
-
-        The first call (on an unfitted model) fixes the row scale, the
-        whitener and the target standardisation from its chunk; every call
-        runs one epoch of Adam at the constant ``learning_rate`` and keeps the
-        optimizer state and the random state for the next call.  Calling it
-        on a model fitted by :meth:`fit` continues from that model with a
-        fresh optimizer.  Only the main objective is trained: the calibration
-        phase of :meth:`fit` (``objective="latent"``) needs passes of its own,
-        so use :meth:`fit_chunks` for the full procedure on data larger than
-        memory, or ``objective="attention"``, whose single objective
-        partial_fit trains completely.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
-        y : array-like of shape (n,) or (n, n_targets)
-        sample_weight : array-like of shape (n,) or None, default=None
-            As in :meth:`fit`.
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
-
-
 
 class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _DiagAttBase):
     """Diagonalized-attention classification on matrix-valued samples.
