@@ -24,6 +24,7 @@ __all__ = [
     "check_labels",
     "check_targets",
     "check_finite_output",
+    "check_sample_weight",
     "standardize_targets",
     "FORMAT_VERSION",
 ]
@@ -61,6 +62,33 @@ def check_targets(y, n_samples, *, numeric=True):
         if y.ndim == 2 and y.shape[1] == 0:
             raise ValueError("y has 0 targets")
     return y
+
+
+def check_sample_weight(sample_weight, n_samples):
+    """Validate ``sample_weight``: one finite, non-negative number per sample, not all zero.
+
+    Returns
+    -------
+    ndarray of shape (n,), float64, or None
+        None when ``sample_weight`` is None; a scalar weighs every sample alike.
+    """
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight)
+    if w.dtype == object or np.iscomplexobj(w) or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
+        raise TypeError(f"sample_weight must be real numbers, got dtype {w.dtype}")
+    if w.ndim == 0:
+        w = np.full(n_samples, w)
+    if w.shape != (n_samples,):
+        raise ValueError(f"sample_weight has shape {w.shape}, expected ({n_samples},): one weight per sample")
+    w = w.astype(np.float64)
+    for bad, what in ((~np.isfinite(w), "is not finite"), (w < 0, "is negative")):
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"sample_weight[{i}] {what} ({w[i]}); weights must be finite and >= 0")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight is 0 for every sample: there is nothing to fit")
+    return w
 
 
 def check_labels(y, n_samples):
@@ -120,13 +148,15 @@ def _looks_fitted(state):
     return any(k.endswith("_") and not k.startswith("__") for k in state)
 
 
-def standardize_targets(Y, stats=None):
+def standardize_targets(Y, stats=None, weights=None):
     """Centre and scale targets column-wise, or apply the ``stats`` of an earlier fit.
 
     Parameters
     ----------
     Y : ndarray of shape (n, t), float64
     stats : (mean, scale) or None
+    weights : ndarray of shape (n,) or None
+        Sample weights of the mean and the standard deviation.
 
     Returns
     -------
@@ -140,7 +170,11 @@ def standardize_targets(Y, stats=None):
     """
     if stats is None:
         with np.errstate(over="ignore", invalid="ignore"):
-            mean, scale = Y.mean(axis=0), Y.std(axis=0)
+            if weights is None:
+                mean, scale = Y.mean(axis=0), Y.std(axis=0)
+            else:
+                mean = np.average(Y, axis=0, weights=weights)
+                scale = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=weights))
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
             raise ValueError(
                 "y has values too large to standardize (their variance overflows float64); "

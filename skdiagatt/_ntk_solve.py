@@ -14,10 +14,12 @@ __all__ = ["fit_varpro"]
 
 
 def _batches(data):
-    """Bucket dicts with sample weights: 1 for the real samples, 0 for the filler."""
+    """Bucket dicts with sample weights: the samples' own (1 by default), 0 for the filler."""
     out = []
-    for arrays, count in data:
+    for arrays, count, weights in data:
         w = (np.arange(arrays["X"].shape[0]) < count).astype(np.float32)
+        if weights is not None:
+            w[:count] *= weights
         out.append({**arrays, "w": jnp.asarray(w)})
     return out
 

@@ -68,11 +68,12 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
 
     # ----------------------------------------------------- what a model supplies
     @abc.abstractmethod
-    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None, sample_weight=None):
         """``(Y, meta, family)``: encoded targets (n, t), or a list of (p_i, t) row targets.
 
         ``warm``: keep the previous fit's encoding; ``incremental``: a
-        ``partial_fit`` chunk, which may hold a subset of the classes.
+        ``partial_fit`` chunk, which may hold a subset of the classes;
+        ``sample_weight``: the weights of the target scale.
         """
 
     @abc.abstractmethod
@@ -132,39 +133,52 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         return params
 
     # ------------------------------------------------------------ public fits
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the loss (a weighted mean over each
+            minibatch), the targets' scale and the rows' statistics: weight
+            2 counts a sample as if it were given twice.  Samples of weight
+            0 are left out.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y))
+        return self._fit(Samples(X, y, sample_weight=sample_weight))
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
-        The first call (on an unfitted model) fixes the model's constants and
-        the target encoding from its chunk; every call runs one epoch of Adam
-        at the constant ``learning_rate`` and keeps the optimizer state and the
-        random state for the next call.  After :meth:`fit` it continues from
-        that model with a fresh optimizer.
+        The first call (on an unfitted model) fixes the model's constants (row
+        scale and whitener, or frozen projections) and the target encoding
+        from its chunk; every call runs one epoch of Adam at the constant
+        ``learning_rate`` and keeps the optimizer state and the random state
+        for the next call.  Calling it on a model fitted by :meth:`fit`
+        continues from that model with a fresh optimizer.  Only the main
+        objective is trained: a calibration phase of :meth:`fit`
+        (``objective="latent"``) needs passes of its own, so use
+        :meth:`fit_chunks` for the full procedure on data larger than memory,
+        or ``objective="attention"``, whose single objective partial_fit
+        trains completely.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets)
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y), incremental=True)
+        return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
 
     def fit_chunks(self, chunks, y=None, *, chunk_size=None):
         """Fit on data read one chunk at a time (larger than memory).
@@ -217,8 +231,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         source.read(self, self.n_features_in_ if continued else None,
                     validate=self.early_stopping and not incremental)
         d = source.n_features
-        Y, meta, family = self._encode_targets(source.y, source.lengths, warm=continued,
-                                               incremental=incremental, classes=source.classes)
+        Y, meta, family = self._encode_targets(source.y, source.lengths, warm=continued, incremental=incremental,
+                                               classes=source.classes, sample_weight=source.weights)
         t = (Y[0] if isinstance(Y, list) else Y).shape[1]
         state = self.__dict__.get("_partial_state") if incremental else None
         state = dict(state) if state is not None else {"rng": check_random_state(self.random_state)}
@@ -231,7 +245,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             constants = {**constants, **self._data_constants(train)}
             params = self._initial_params(d, t, constants, train, rng)
         # partial_fit shrinks towards where its first call (or fit) started.
-        state["shrinkage"] = state.get("shrinkage") or self._shrinkage_target(params, train.n)
+        state["shrinkage"] = state.get("shrinkage") or self._shrinkage_target(params, train.total_weight)
         frozen = {**self._frozen(constants, d), **state["shrinkage"]}
         phases = self._phases(family, incremental)
         params, results = self._train(phases, params, frozen, train, state, incremental)

@@ -17,21 +17,22 @@ from .kernels.glm import fit_readout
 __all__ = ["refit_readout"]
 
 
-def refit_readout(params, H, Y, family, *, alpha_value, evidence):
+def refit_readout(params, H, Y, family, *, alpha_value, evidence, w):
     """``params`` with ``V`` (R, d, t) and ``b`` (t,) refit on the pooled rows ``H`` (n, R, d).
 
     ``evidence``: the Gaussian read-out of largest evidence; otherwise the
-    GLM read-out of ``family`` with the penalty ``alpha_value``.
+    GLM read-out of ``family`` with the penalty ``alpha_value``.  ``w`` (n,):
+    the samples' weights.
     """
     R, d, t = params["V"].shape
     if evidence:
-        coef, intercept, _ = evidence_ridge(H.reshape(len(H), R * d), Y)
+        coef, intercept, _ = evidence_ridge(H.reshape(len(H), R * d), Y, w)
         return {**params, "V": coef.reshape(R, d, t).astype(np.float32), "b": intercept.astype(np.float32)}
     # Padded like the training buckets (weight-0 filler up to a rounded
     # count), so that fits of similar size reuse the compiled solver.
     n = len(H)
     fill = round_count(n) - n
-    w = np.concatenate([np.ones(n, np.float32), np.zeros(fill, np.float32)])
+    w = np.concatenate([np.asarray(w, np.float32), np.zeros(fill, np.float32)])
     pad = lambda a: np.pad(a, [(0, fill)] + [(0, 0)] * (a.ndim - 1))  # noqa: E731
     V, b, _ = fit_readout(
         params["V"], params["b"], pad(H), pad(Y), params["log_sigma"], np.float32(alpha_value), family, w=w,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._base import check_sample_weight
 from ._ragged import check_ragged
 from ._training import ChunkStream, steps_per_epoch, training_data
 
@@ -39,6 +40,8 @@ class TrainingSet:
         loop counts them itself).
     statistics : dict
         What the estimator's ``_accumulate_chunk`` gathered over a stream.
+    weights : ndarray of shape (n,) or None
+        The training samples' weights (None: all 1).
     """
 
     samples: list
@@ -47,6 +50,12 @@ class TrainingSet:
     loop: dict
     steps_per_epoch: int = None
     statistics: dict = field(default_factory=dict)
+    weights: np.ndarray = None
+
+    @property
+    def total_weight(self):
+        """How many samples the training set counts as: ``n``, or the sum of the weights."""
+        return self.n if self.weights is None else float(self.weights.sum())
 
 
 def _batch_size(est, n):
@@ -70,10 +79,14 @@ def _loop(est, data, n, rng, validation):
 
 
 class Samples:
-    """Samples ``X`` and their targets ``y`` in memory; ``classes`` for a first ``partial_fit``."""
+    """Samples ``X`` and their targets ``y`` in memory; ``classes`` for a first ``partial_fit``.
 
-    def __init__(self, X, y, classes=None):
-        self.X, self.y, self.classes = X, y, classes
+    ``sample_weight`` weighs each sample in the loss, the target scale and the
+    row statistics; samples of weight 0 are left out.
+    """
+
+    def __init__(self, X, y, classes=None, sample_weight=None):
+        self.X, self.y, self.classes, self.sample_weight = X, y, classes, sample_weight
 
     def read(self, est, n_features, *, validate):
         """Validate the samples (against ``n_features`` when continuing a fit).
@@ -82,13 +95,24 @@ class Samples:
         """
         self.validate = validate
         self.samples = check_ragged(self.X, n_features=n_features)
-        self.lengths = np.array([s.shape[0] for s in self.samples])
         self.n_features = self.samples[0].shape[1]
+        n = len(self.samples)
+        self.weights = check_sample_weight(self.sample_weight, n)
+        if self.weights is not None and not np.all(self.weights > 0):
+            if self.y is None or len(self.y) != n:
+                raise ValueError(f"y has {0 if self.y is None else len(self.y)} entries but X has {n} samples")
+            keep = np.flatnonzero(self.weights > 0)
+            self.samples = [self.samples[i] for i in keep]
+            y = self.y
+            self.y = [y[i] for i in keep] if isinstance(y, (list, tuple)) else np.asarray(y)[keep]
+            self.weights = self.weights[keep]
+        self.lengths = np.array([s.shape[0] for s in self.samples])
 
     def training_set(self, est, Y, rng):
         """Split off the validation samples (``validate`` of :meth:`read`) and upload both parts."""
-        samples, n = self.samples, len(self.samples)
+        samples, n, weights = self.samples, len(self.samples), self.weights
         take = (lambda idx: [Y[i] for i in idx]) if isinstance(Y, list) else (lambda idx: Y[idx])
+        w = (lambda idx: None) if weights is None else (lambda idx: weights[idx])
         idx_train, validation = np.arange(n), None
         if self.validate:
             n_val = int(round(est.validation_fraction * n))
@@ -99,16 +123,19 @@ class Samples:
                 )
             perm = rng.permutation(n)
             idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = training_data([samples[i] for i in idx_val], take(idx_val), est._pack, est._bucket_growth)
+            validation = training_data([samples[i] for i in idx_val], take(idx_val), est._pack, est._bucket_growth,
+                                       w(idx_val))
         train = [samples[i] for i in idx_train]
-        data = training_data(train, take(idx_train), est._pack, est._bucket_growth)
-        return TrainingSet(train, take(idx_train), len(train), _loop(est, data, len(train), rng, validation))
+        data = training_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train))
+        return TrainingSet(train, take(idx_train), len(train), _loop(est, data, len(train), rng, validation),
+                           weights=w(idx_train))
 
 
 class Chunks:
     """``(X_k, y_k)`` chunks read one at a time from ``make()`` (see :func:`chunk_factory`)."""
 
     classes = None
+    weights = None
 
     def __init__(self, make):
         self.make = make

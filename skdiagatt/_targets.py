@@ -16,7 +16,7 @@ __all__ = ["StandardizedTargetsMixin", "LabelTargetsMixin"]
 class StandardizedTargetsMixin:
     """Regression targets (n,) or (n, t), standardized per column for training."""
 
-    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None, sample_weight=None):
         """Returns ``(Y (n, t) float32, meta, family)``; a warm start keeps the first fit's units."""
         n = len(lengths)
         y = check_targets(y, n)
@@ -25,7 +25,7 @@ class StandardizedTargetsMixin:
             raise ValueError(
                 f"y has {Y.shape[1]} targets but the warm-started model has {self.y_mean_.shape[0]}"
             )
-        Y, mean, scale = standardize_targets(Y, (self.y_mean_, self.y_scale_) if warm else None)
+        Y, mean, scale = standardize_targets(Y, (self.y_mean_, self.y_scale_) if warm else None, sample_weight)
         return Y, (y.ndim, mean, scale), "gaussian"
 
     def _set_target_meta(self, meta):
@@ -62,7 +62,7 @@ class StandardizedTargetsMixin:
 class LabelTargetsMixin:
     """Class labels of any comparable type; one logit for two classes, else one per class."""
 
-    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None, sample_weight=None):
         """Returns ``(Y, classes, family)``: 0/1 column (binary) or one-hot rows.
 
         ``incremental`` (``partial_fit``): the first call fixes the label set,

@@ -63,7 +63,7 @@ class TwoPhaseEstimator(PhasedEstimator):
         if "M" in train.statistics:  # a chunk stream: the second moment of its first pass
             c, S = preconditioner_from_moment(train.statistics["M"], train.statistics["rows"], self.whiten)
         else:
-            c, S = preconditioner(train.samples, self.whiten)
+            c, S = preconditioner(train.samples, self.whiten, train.weights)
         return {"c": c, "S": S}
 
     def _initial_params(self, d, t, constants, train, rng):

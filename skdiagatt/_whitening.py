@@ -5,8 +5,8 @@ import numpy as np
 __all__ = ["second_moment", "preconditioner", "preconditioner_from_moment"]
 
 
-def second_moment(samples):
-    """``sum_i X_i^T X_i`` in float64 and the total row count.
+def second_moment(samples, weights=None):
+    """``sum_i w_i X_i^T X_i`` in float64 and the total row count ``sum_i w_i p_i`` (``w_i = 1`` by default).
 
     The sum runs with BLAS on one thread: for these small products that is as
     fast, and it does not collapse when other processes load the machine
@@ -19,14 +19,18 @@ def second_moment(samples):
     M = np.zeros((d, d))
     rows = 0
     with threadpool_limits(limits=1, user_api="blas"):
-        for s in samples:
+        for i, s in enumerate(samples):
             s = s.astype(np.float64)
-            M += s.T @ s
-            rows += s.shape[0]
+            if weights is None:
+                M += s.T @ s
+                rows += s.shape[0]
+            else:
+                M += weights[i] * (s.T @ s)
+                rows += weights[i] * s.shape[0]
     return M, rows
 
 
-def preconditioner(samples, whiten):
+def preconditioner(samples, whiten, weights=None):
     """Row scale ``c`` and whitener ``S`` of the training rows.
 
     ``c = 1 / sqrt(mean ||x||^2 / d)`` brings the rows to unit root-mean-square,
@@ -34,14 +38,15 @@ def preconditioner(samples, whiten):
     ``whiten``, ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the
     scaled rows (uncentred, because the scores ``x^T W x`` are not translation
     invariant), eigenvalues floored at 1e-6 of the largest so constant or
-    duplicated features do not blow up; else the identity.
+    duplicated features do not blow up; else the identity.  ``weights``: the
+    samples' weights, each sample's rows counted as often.
 
     Returns
     -------
     c : float
     S : ndarray of shape (d, d), float32
     """
-    M, rows = second_moment(samples)
+    M, rows = second_moment(samples, weights)
     return preconditioner_from_moment(M, rows, whiten)
 
 

@@ -13,7 +13,7 @@ from ._readout import refit_readout
 from ._sources import Samples
 from ._starts import data_start, scores_into_params
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._training import map_device_data
+from ._training import map_device_data, sample_weights
 from ._two_phase import TwoPhaseEstimator
 from .kernels.diagatt import (
     diagatt_forward,
@@ -211,7 +211,8 @@ class _DiagAttBase(TwoPhaseEstimator):
         if not (self.value_refit or evidence):
             return params
         H, Y = map_device_data(_pooled, data, params, frozen)
-        return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=evidence)
+        return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=evidence,
+                             w=sample_weights(data))
 
     def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
         super()._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
@@ -480,32 +481,6 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     [[4], [7]]
     """
 
-    def partial_fit(self, X, y):
-        """One epoch of the main objective over one chunk, continuing the previous state.
-
-        The first call (on an unfitted model) fixes the row scale, the
-        whitener and the target standardisation from its chunk; every call
-        runs one epoch of Adam at the constant ``learning_rate`` and keeps the
-        optimizer state and the random state for the next call.  Calling it
-        on a model fitted by :meth:`fit` continues from that model with a
-        fresh optimizer.  Only the main objective is trained: the calibration
-        phase of :meth:`fit` (``objective="latent"``) needs passes of its own,
-        so use :meth:`fit_chunks` for the full procedure on data larger than
-        memory, or ``objective="attention"``, whose single objective
-        partial_fit trains completely.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
-        y : array-like of shape (n,) or (n, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(Samples(X, y), incremental=True)
-
-
 
 class DiagAttClassifier(ClassifierMixin, AssumptionMixin, LabelTargetsMixin, _DiagAttBase):
     """Diagonalized-attention classification on matrix-valued samples.
@@ -565,7 +540,7 @@ loss_curve_phase_, validation_scores_, start_
 
     _parameter_rules = {**_DiagAttBase._parameter_rules, "assumption": Options("individualized", STANDARD_MIL)}
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
@@ -573,14 +548,16 @@ loss_curve_phase_, validation_scores_, start_
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
             Labels of any comparable type (int, str, ...), at least two classes.
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`DiagAttRegressor.fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y))
+        return self._fit(Samples(X, y, sample_weight=sample_weight))
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
         As :meth:`DiagAttRegressor.partial_fit`.  ``classes`` lists every
@@ -592,9 +569,10 @@ loss_curve_phase_, validation_scores_, start_
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
         classes : array-like or None, default=None
+        sample_weight : array-like of shape (n,) or None, default=None
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y, classes), incremental=True)
+        return self._fit(Samples(X, y, classes, sample_weight), incremental=True)

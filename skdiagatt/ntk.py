@@ -261,7 +261,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         return (self.feature_map, int(self.degree), bool(self.causal), self.pooling)
 
     # -------------------------------------------------------------- targets
-    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None):
+    def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None, sample_weight=None):
         n = len(lengths)
         if self.pooling is None:
             if not isinstance(y, (list, tuple)) or len(y) != n:
@@ -284,7 +284,9 @@ validation_fraction, random_state, verbose, callback, warm_start
                 raise ValueError(
                     f"y has {flat.shape[1]} targets but the warm-started model has {self.y_mean_.shape[0]}"
                 )
-        Y, mean, scale = standardize_targets(flat, (self.y_mean_, self.y_scale_) if warm else None)
+        if sample_weight is not None and rows is not None:
+            sample_weight = np.repeat(sample_weight, [r.shape[0] for r in rows])  # each row its sample's
+        Y, mean, scale = standardize_targets(flat, (self.y_mean_, self.y_scale_) if warm else None, sample_weight)
         if rows is not None:
             Y = np.split(Y, np.cumsum([r.shape[0] for r in rows])[:-1])
         return Y, (ndim, mean, scale), "gaussian"
@@ -293,7 +295,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         self._y_ndim, self.y_mean_, self.y_scale_ = meta
 
     # ------------------------------------------------------- the one fit path
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit ``Z``, ``k`` and the read-out; the projections stay frozen.
 
         Parameters
@@ -301,14 +303,17 @@ validation_fraction, random_state, verbose, callback, warm_start
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets); with ``pooling=None`` a
             list of (p_i,) or (p_i, n_targets) arrays
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`skdiagatt.DiagAttRegressor.fit` (with ``pooling=None``
+            a sample's weight is each of its rows').
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y))
+        return self._fit(Samples(X, y, sample_weight=sample_weight))
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """One epoch over one chunk, continuing the previous state.
 
         The first call (on an unfitted model) draws the projections and the
@@ -323,12 +328,14 @@ validation_fraction, random_state, verbose, callback, warm_start
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets); with ``pooling=None`` a
             list of (p_i,) or (p_i, n_targets) arrays
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y), incremental=True)
+        return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
 
     def _phases(self, family, incremental):
         label = type(self).__name__ + (" partial_fit" if incremental else "")

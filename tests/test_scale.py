@@ -154,7 +154,7 @@ def test_minibatches_have_little_filler_and_every_slice_a_real_sample():
     for _ in range(40):
         m, length, n_dev = int(rng.randint(1, 3000)), int(rng.choice([1, 7, 104, 448, 5000])), int(rng.choice([1, 2]))
         drawn = []
-        for _, idx, w, n_slices in plan_minibatches([({"X": np.empty((m, length, 0))}, m)], 256, rng, n_dev):
+        for _, idx, w, n_slices in plan_minibatches([({"X": np.empty((m, length, 0))}, m, None)], 256, rng, n_dev):
             real = int(w.sum())
             assert idx.size % (n_slices * n_dev) == 0
             if m <= 256:  # one minibatch, filler at most about 1/8

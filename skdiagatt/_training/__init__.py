@@ -30,7 +30,15 @@ data-parallel: the minibatches, step sizes and updates are those of one
 device, so the loss curve is the same up to float summation order.
 """
 
-from .data import ChunkStream, PackedData, device_buckets, device_packed, steps_per_epoch, training_data
+from .data import (
+    ChunkStream,
+    PackedData,
+    device_buckets,
+    device_packed,
+    sample_weights,
+    steps_per_epoch,
+    training_data,
+)
 from .devices import training_devices, use_devices
 from .inference import map_device_data, map_samples
 from .layout import Layout, current_layout, round_count, use_layout
@@ -51,6 +59,7 @@ __all__ = [
     "device_buckets",
     "device_packed",
     "training_data",
+    "sample_weights",
     "fit_loop",
     "map_samples",
     "map_device_data",

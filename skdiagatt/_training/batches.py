@@ -30,7 +30,8 @@ class Minibatch(NamedTuple):
         Sample indices; packed data: a dict of ``idx`` (B,), ``blocks`` (K,)
         and ``seg`` (K,), the slot within its slice of each block's sample.
     w : ndarray (B,)
-        Sample weights, 0 for filler slots.
+        Sample weights (:func:`~skdiagatt._training.data.training_data`),
+        0 for filler slots.
     n_slices : int
         Slices the step differentiates the minibatch in; slice ``c`` holds
         ``idx[c::n_slices]``.
@@ -65,7 +66,7 @@ def plan_minibatches(data, batch_size, rng, n_devices=1, layout=None):
     if isinstance(data, PackedData):
         return _packed_minibatches(data, batch_size, rng, n_devices, layout)
     out = []
-    for arrays, m in data:
+    for arrays, m, weights in data:
         perm = rng.permutation(m) if rng is not None else np.arange(m)
         perm = perm.astype(np.int32)  # the dtype the device uses: no conversion per step
         n_full = bucket_slices(_batch_width(m, batch_size, 1), arrays["X"].shape[1], layout)
@@ -73,8 +74,11 @@ def plan_minibatches(data, batch_size, rng, n_devices=1, layout=None):
         for start in range(0, m, batch_size):
             idx = perm[start : start + batch_size]
             # Fewer slices for a last minibatch too small to put a real sample in each.
-            n_slices = min(n_full, 1 << (idx.size.bit_length() - 1))
+            n_real = idx.size
+            n_slices = min(n_full, 1 << (n_real.bit_length() - 1))
             idx, w = _filled(idx, width)
+            if weights is not None:
+                w[: n_real] *= weights[idx[: n_real]]
             out.append(Minibatch(arrays, idx, w, n_slices))
     if rng is not None:
         order = rng.permutation(len(out))
@@ -181,7 +185,7 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
             total = int(cnt.sum())
             blocks[:total, c] = np.repeat(first[part] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
             seg[:total, c] = np.repeat(np.arange(part.size, dtype=np.int32), cnt)
-            idx[: part.size, c], w[: part.size, c] = part, 1.0
+            idx[: part.size, c], w[: part.size, c] = part, 1.0 if data.weights is None else data.weights[part]
         index = {"idx": idx.ravel(), "blocks": blocks.ravel(), "seg": seg.ravel()}
         out.append(Minibatch(data.arrays, index, w.ravel(), n_slices))
     return out

@@ -8,6 +8,7 @@ similar sizes share their compiled programs.
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from .layout import current_layout, round_count
 
 __all__ = [
     "ChunkStream",
+    "DeviceBucket",
     "PackedData",
     "device_buckets",
     "device_packed",
@@ -27,7 +29,25 @@ __all__ = [
 ]
 
 
-def device_buckets(buckets, targets):
+class DeviceBucket(NamedTuple):
+    """One bucket on the device (:func:`device_buckets`).
+
+    Attributes
+    ----------
+    arrays : dict of jax arrays
+        ``X``, ``where`` (and ``y``), sample counts rounded up with filler.
+    m : int
+        The count of real samples (the leading ones; the filler is never drawn).
+    weights : ndarray of shape (m,), float32, or None
+        The real samples' weights in the loss (None: all 1).
+    """
+
+    arrays: dict
+    m: int
+    weights: np.ndarray = None
+
+
+def device_buckets(buckets, targets, weights=None):
     """Copy bucketed data to the device once, sample counts rounded up.
 
     Parameters
@@ -36,14 +56,13 @@ def device_buckets(buckets, targets):
         From :func:`skdiagatt._ragged.make_buckets`.
     targets : ndarray of shape (n, ...) or list of n arrays (row-level targets,
         padded here to each bucket's length), or None
+    weights : ndarray of shape (n,) or None
+        The samples' weights in the loss.
 
     Returns
     -------
-    list of (dict of jax arrays, int)
-        Per bucket the arrays ``X``, ``where`` (and ``y``) and the count of
-        real samples (the leading rows; the rest is filler never drawn).
-        With several training devices the arrays are replicated on all of
-        them.
+    list of DeviceBucket
+        With several training devices the arrays are replicated on all of them.
     """
     place = placement()
     out = []
@@ -59,7 +78,8 @@ def device_buckets(buckets, targets):
                 fill = np.zeros((cap - m,) + arr.shape[1:], dtype=arr.dtype)
                 arr = np.concatenate([arr, fill])
             padded[key] = np.ascontiguousarray(arr)
-        out.append((place.put(padded), m))
+        w = None if weights is None else np.asarray(weights, np.float32)[b.index]
+        out.append(DeviceBucket(place.put(padded), m, w))
     return out
 
 
@@ -87,17 +107,20 @@ class PackedData:
     first : ndarray of int, shape (n + 1,)
         The first block of every sample (on the host: minibatches are planned
         there).
+    weights : ndarray of shape (n,), float32, or None
+        The samples' weights in the loss (None: all 1).
     """
 
     arrays: dict
     first: np.ndarray
+    weights: np.ndarray = None
 
     @property
     def n(self):
         return self.first.shape[0] - 1
 
 
-def device_packed(samples, targets, layout=None):
+def device_packed(samples, targets, layout=None, weights=None):
     """Copy samples and their targets to the device once, rows in blocks of ``layout.block_rows``.
 
     Parameters
@@ -106,6 +129,8 @@ def device_packed(samples, targets, layout=None):
     targets : ndarray of shape (n, ...)
     layout : Layout or None
         The layout in force if None.
+    weights : ndarray of shape (n,) or None
+        The samples' weights in the loss.
 
     Returns
     -------
@@ -124,10 +149,11 @@ def device_packed(samples, targets, layout=None):
         "valid": grown(blocks.valid, round_count(K)),
         "y": grown(np.asarray(targets, dtype=np.float32), round_count(n)),
     }
-    return PackedData(arrays=placement().put(arrays), first=blocks.first)
+    w = None if weights is None else np.asarray(weights, np.float32)
+    return PackedData(arrays=placement().put(arrays), first=blocks.first, weights=w)
 
 
-def training_data(samples, targets, pack=False, growth=FINE):
+def training_data(samples, targets, pack=False, growth=FINE, weights=None):
     """Upload training samples: packed if ``pack`` and their lengths span several buckets.
 
     Parameters
@@ -139,6 +165,9 @@ def training_data(samples, targets, pack=False, growth=FINE):
     growth : float
         The bucket grid of data left in buckets
         (:func:`~skdiagatt._ragged.bucket_length`).
+    weights : ndarray of shape (n,) or None
+        The samples' weights in the loss (None: all 1); a minibatch's
+        weighted mean loss weighs each sample by it.
 
     Returns
     -------
@@ -149,8 +178,18 @@ def training_data(samples, targets, pack=False, growth=FINE):
     """
     row_level = targets is None or isinstance(targets, list)
     if pack and not row_level and spans_buckets([s.shape[0] for s in samples]):
-        return device_packed(samples, targets)
-    return device_buckets(make_buckets(samples, growth), targets)
+        return device_packed(samples, targets, weights=weights)
+    return device_buckets(make_buckets(samples, growth), targets, weights)
+
+
+def sample_weights(data):
+    """The weights of the samples of ``data`` in the order :func:`~.inference.map_device_data` returns them."""
+    parts = []
+    for chunk in epoch_chunks(data):
+        for part in [chunk] if isinstance(chunk, PackedData) else chunk:
+            parts.append(np.ones(part.n if isinstance(part, PackedData) else part.m, np.float32)
+                         if part.weights is None else part.weights)
+    return np.concatenate(parts)
 
 
 def spans_buckets(lengths):

@@ -48,10 +48,10 @@ def map_device_data(fn, data, *args):
             size = pow2_at_most(chunk.n, max(1, layout.predict_rows * chunk.n // max(1, rows)))
             for b in plan_minibatches(chunk, size, None, layout=layout):
                 res = _packed_map(fn, args, b.arrays, b.idx)
-                outs.append(np.asarray(res)[: int(b.w.sum())])
+                outs.append(np.asarray(res)[: np.count_nonzero(b.w)])
             ys.append(np.asarray(chunk.arrays["y"])[: chunk.n])
             continue
-        for arrays, m in chunk:
+        for arrays, m, _ in chunk:
             cap, L = arrays["X"].shape[:2]
             size = min(cap, pow2_at_most(m, max(1, layout.predict_rows // L)))
             for start in range(0, m, size):

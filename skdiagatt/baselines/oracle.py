@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 from sklearn.linear_model import Ridge
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_targets
+from .._base import MatrixSampleEstimator, _check_positive_int, check_sample_weight, check_targets
 from .._params import Real
 from .._ragged import check_ragged
 
@@ -85,7 +85,7 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
             raise ValueError(f"rows has {rows.shape[1]} columns, the oracle was fitted with {self.n_signal_}")
         return np.stack([s[r].ravel() for s, r in zip(samples, rows)]), rows, samples
 
-    def fit(self, X, y, rows):
+    def fit(self, X, y, rows, sample_weight=None):
         """Fit the regression on the true rows.
 
         Parameters
@@ -94,6 +94,8 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
         y : array-like of shape (n,) or (n, n_targets)
         rows : array-like of int, shape (n, s)
             The true rows of each sample, in class order.
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the least-squares fit.
 
         Returns
         -------
@@ -102,7 +104,7 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
         self._validate_parameters()
         F, rows, samples = self._features(X, rows, reset=True)
         y = check_targets(y, len(samples))
-        self.model_ = Ridge(alpha=self.alpha).fit(F, y)
+        self.model_ = Ridge(alpha=self.alpha).fit(F, y, sample_weight=check_sample_weight(sample_weight, len(samples)))
         self.n_signal_ = rows.shape[1]
         self.n_features_in_ = samples[0].shape[1]
         return self

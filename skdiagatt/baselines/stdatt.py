@@ -241,21 +241,23 @@ loss_curve_phase_, validation_scores_
     """
     )
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            As in :meth:`StdAttRegressor.fit`.
 
         Returns
         -------
         self
         """
-        return self._fit(Samples(X, y))
+        return self._fit(Samples(X, y, sample_weight=sample_weight))
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch of the main objective over one chunk, continuing the previous state.
 
         As :meth:`StdAttRegressor.partial_fit`; ``classes`` lists every label,
@@ -265,4 +267,4 @@ loss_curve_phase_, validation_scores_
         -------
         self
         """
-        return self._fit(Samples(X, y, classes), incremental=True)
+        return self._fit(Samples(X, y, classes, sample_weight), incremental=True)

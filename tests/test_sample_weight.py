@@ -1,0 +1,178 @@
+"""sample_weight: weight 2 counts a sample twice, weight 0 leaves it out, bad weights name the sample.
+
+The duplicated-sample checks use a full-batch, deterministic setting: one
+minibatch per epoch (``batch_size`` above the sample count), ``init="zeros"``
+and a fixed penalty, so that a weight of 2 and a second copy of the sample
+give the same objective, gradient and statistics up to the order of float
+summation.
+"""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
+from skdiagatt._testing import plan_minibatches, training_data
+from skdiagatt.baselines import StdAttRegressor
+from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
+from skdiagatt.preprocessing import RowStandardScaler
+
+FULL = dict(max_iter=3, batch_size=64, random_state=0)
+CASES = [
+    (DiagAttRegressor, dict(FULL, init="zeros", alpha=1e-3, objective="latent", calibration_iter=2)),
+    (DiagAttRegressor, dict(FULL, init="zeros", alpha=1e-3, value_refit=True)),
+    (StdAttRegressor, FULL),
+    (NTKPrefixRegressor, dict(FULL, prefix_length=8)),
+]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y, _, _ = make_individualized_regression(24, n_rows=4, n_features=3, random_state=0)
+    return [np.asarray(x, np.float32) for x in X], np.asarray(y)
+
+
+def _doubled(X, y, twice):
+    """The data with the samples ``twice`` given a second time, and the weights saying the same."""
+    w = np.ones(len(X))
+    w[twice] = 2.0
+    return X + [X[i] for i in twice], np.concatenate([y, y[twice]]), w
+
+
+def _close(a, b, X):
+    """Same objective at every epoch, same predictions, up to float summation order.
+
+    Parameters are not compared one by one: Adam divides each gradient by its
+    own size, so a parameter whose gradient is zero in exact arithmetic (the
+    intercept of standardized targets, when the read-out starts at 0) moves
+    by the sign of rounding noise, a step of ``learning_rate`` at most.
+    """
+    np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-3)
+    if hasattr(b, "predict_proba"):
+        np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=2e-3)
+    else:
+        np.testing.assert_allclose(a.predict(X), b.predict(X), atol=2e-3 * float(b.y_scale_[0]))
+
+
+@pytest.mark.parametrize("cls, kw", CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_weight_two_is_the_sample_given_twice(data, cls, kw):
+    X, y = data
+    Xd, yd, w = _doubled(X, y, [1, 5, 7])
+    weighted, doubled = cls(**kw).fit(X, y, sample_weight=w), cls(**kw).fit(Xd, yd)
+    _close(weighted, doubled, X)
+    # The weights matter: the plain fit predicts ten times further off than the doubled data's.
+    gap = lambda e: np.max(np.abs(e.predict(X) - weighted.predict(X)))  # noqa: E731
+    assert gap(cls(**kw).fit(X, y)) > 10 * gap(doubled)
+
+
+def test_weighted_objective_and_gradient_at_fixed_parameters(data):
+    """The training objective of a minibatch with weight 2 is that of the sample given twice."""
+    import jax
+
+    from skdiagatt._testing import diagatt_loss_inputs, gather
+    from skdiagatt.kernels.diagatt import diagatt_loss
+
+    X, y = data
+    Xd, yd, w = _doubled(X, y, [1, 5, 7])
+    est = DiagAttRegressor(**dict(FULL, max_iter=1, calibration_iter=0)).fit(X, y)
+    params, frozen = diagatt_loss_inputs(est)
+    frozen = {**frozen, "alpha": np.float32(0.0), "prior": {}}
+
+    def objective(samples, targets, weights):
+        Y = ((targets - est.y_mean_) / est.y_scale_)[:, None].astype(np.float32)
+        (b,) = plan_minibatches(training_data(samples, Y, weights=weights), 64, None)
+        batch = {**gather(b.arrays, b.idx), "w": b.w}
+        return jax.jit(jax.value_and_grad(diagatt_loss), static_argnums=3)(params, frozen, batch, ("latent", "gaussian"))
+
+    (v1, g1), (v2, g2) = objective(X, y, w), objective(Xd, yd, None)
+    np.testing.assert_allclose(v1, v2, rtol=1e-6)
+    for k in g1:
+        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-4, atol=1e-7, err_msg=k)
+
+
+def test_partial_fit_weight_two_is_the_sample_given_twice(data):
+    X, y = data
+    Xd, yd, w = _doubled(X, y, [0, 3])
+    kw = dict(FULL, init="zeros", alpha=1e-3)
+    a, b = DiagAttRegressor(**kw), DiagAttRegressor(**kw)
+    for _ in range(2):
+        a.partial_fit(X, y, sample_weight=w)
+        b.partial_fit(Xd, yd)
+    _close(a, b, X)
+
+
+def test_classifier_weights(data):
+    X, y, _, _ = make_individualized_classification(24, n_rows=4, n_features=3, random_state=1)
+    X = [np.asarray(x, np.float32) for x in X]
+    Xd, yd, w = _doubled(X, np.asarray(y), [2, 4])
+    kw = dict(FULL, init="zeros", alpha=1e-3)
+    _close(DiagAttClassifier(**kw).fit(X, y, sample_weight=w), DiagAttClassifier(**kw).fit(Xd, yd), X)
+
+
+def test_weight_zero_leaves_the_sample_out(data):
+    X, y = data
+    w = np.ones(len(X))
+    w[[2, 9]] = 0.0
+    keep = np.flatnonzero(w)
+    kw = dict(FULL, init="zeros", alpha=1e-3)
+    _close(DiagAttRegressor(**kw).fit(X, y, sample_weight=w),
+           DiagAttRegressor(**kw).fit([X[i] for i in keep], y[keep]), X)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_minibatches_carry_the_weights(pack):
+    rng = np.random.RandomState(0)
+    samples = [rng.randn(p, 2).astype(np.float32) for p in [3, 3, 40, 40, 3, 200]]
+    weights = np.array([0.5, 1.0, 2.0, 3.0, 0.25, 4.0], np.float32)
+    data = training_data(samples, np.zeros((6, 1), np.float32), pack=pack, weights=weights)
+    for b in plan_minibatches(data, 4, rng):
+        idx = b.idx["idx"] if isinstance(b.idx, dict) else b.idx
+        real = b.w > 0
+        bucket = getattr(data, "first", None) is None
+        got = b.w[real]
+        if bucket:  # bucket indices are positions inside the bucket: compare the multiset
+            assert set(np.round(got, 4)) <= set(np.round(weights, 4))
+        else:
+            np.testing.assert_array_equal(got, weights[idx[real]])
+    total = sum(float(b.w.sum()) for b in plan_minibatches(data, 4, rng))
+    assert total == pytest.approx(float(weights.sum()))
+
+
+@pytest.mark.parametrize("w, err, match", [
+    ([1.0, -1.0], ValueError, r"sample_weight\[1\] is negative"),
+    ([1.0, np.nan], ValueError, r"sample_weight\[1\] is not finite"),
+    ([1.0], ValueError, r"sample_weight has shape \(1,\), expected \(2,\)"),
+    ([0.0, 0.0], ValueError, "0 for every sample"),
+    (["a", "b"], TypeError, "real numbers"),
+])
+def test_bad_weights_are_named(w, err, match):
+    X = [np.ones((3, 2)), np.zeros((2, 2))]
+    with pytest.raises(err, match=match):
+        DiagAttRegressor(max_iter=1).fit(X, [1.0, 2.0], sample_weight=w)
+
+
+def test_weights_through_pipeline_grid_search_and_cross_validation(data):
+    X, y = data
+    w = np.linspace(0.5, 2.0, len(X))
+    kw = dict(max_iter=2, random_state=0)
+    pipe = make_pipeline(RowStandardScaler(), DiagAttRegressor(**kw))
+    direct = DiagAttRegressor(**kw).fit(RowStandardScaler().fit_transform(X), y, sample_weight=w)
+    pipe.fit(X, y, diagattregressor__sample_weight=w)
+    np.testing.assert_array_equal(pipe[-1].params_["b"], direct.params_["b"])
+    search = GridSearchCV(DiagAttRegressor(**kw), {"n_heads": [1]}, cv=2).fit(X, y, sample_weight=w)
+    assert search.best_estimator_.n_iter_ > 0
+    scores = cross_val_score(DiagAttRegressor(**kw), X, y, cv=2, params={"sample_weight": w})
+    assert np.all(np.isfinite(scores))
+
+
+def test_oracle_weights():
+    from skdiagatt.baselines import OracleRegressor
+
+    X, y, rows, _ = make_individualized_regression(30, n_rows=4, n_features=2, random_state=0)
+    Xd, yd, w = _doubled(list(X), np.asarray(y), [0, 3])
+    rows_d = np.concatenate([rows, rows[[0, 3]]])
+    a = OracleRegressor().fit(X, y, rows, sample_weight=w)
+    np.testing.assert_allclose(a.model_.coef_, OracleRegressor().fit(Xd, yd, rows_d).model_.coef_, rtol=1e-8)
+    with pytest.raises(ValueError, match=r"sample_weight\[2\] is negative"):
+        OracleRegressor().fit(X, y, rows, sample_weight=np.r_[1.0, 1.0, -1.0, np.ones(27)])
