@@ -101,26 +101,28 @@ def _assignment_marginals(scores, starts, counts, m):
     return r
 
 
-def _weighted_gaussian(Z, w):
-    """Mean (d,) and covariance (d, d) of the rows with weights ``w`` (N,), and the effective count.
+def _weighted_gaussian(Z, r, omega):
+    """Mean (d,) and covariance (d, d) of the rows with responsibilities ``r`` (N,), and the effective count.
 
-    Only rows of non-negligible weight enter the product: a signal
-    component's weight sits on about one row per sample.
+    ``omega`` (N,) weighs each row by its sample's weight, as that many
+    copies of it.  Only rows of non-negligible weight enter the product: a
+    signal component's weight sits on about one row per sample.
     """
+    w = r * omega
     keep = np.flatnonzero(w > 1e-9 * w.max())
-    Z, w = Z[keep], w[keep]
+    Z, w, r = Z[keep], w[keep], r[keep]
     total = w.sum()
     mean = (w @ Z) / total
     D = Z - mean
     cov = (D * w[:, None]).T @ D / total
-    return mean, cov, total**2 / np.sum(w * w)
+    return mean, cov, total**2 / np.sum(w * r)
 
 
-def _complement(moments, Z, r):
-    """Mean and covariance of the rows with weights ``1 - r`` (clipped), from the totals ``moments``."""
+def _complement(moments, Z, r, omega):
+    """Mean and covariance of the rows with weights ``omega (1 - r)`` (clipped), from the totals ``moments``."""
     count, first, second = moments
     keep = np.flatnonzero(r > 1e-12)
-    w = np.minimum(r[keep], 1.0)
+    w = np.minimum(r[keep], 1.0) * omega[keep]
     Zk = Z[keep]
     total = count - w.sum()
     mean = (first - w @ Zk) / total
@@ -159,7 +161,7 @@ def _scores(Z, P0, m0, components):
 
 
 def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
-                   max_samples=MAX_SAMPLES, random_state=None):
+                   max_samples=MAX_SAMPLES, sample_weight=None, random_state=None):
     """Score coefficients of the rows' Gaussian mixture, in the whitened coordinates ``z = c S x``.
 
     Parameters
@@ -178,6 +180,8 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
         EM iterations.
     max_samples : int, default=MAX_SAMPLES
         Samples drawn (without replacement) from a larger data set for the fit.
+    sample_weight : ndarray of shape (n,) or None
+        Positive weights: a sample of weight 2 counts as two copies of it.
     random_state : numpy RandomState
         Draws the samples and seeds the split into components.
 
@@ -210,7 +214,8 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     d = samples[0].shape[1]
     try:
         with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
-            A, a = _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng)
+            weights = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, float)
+            A, a = _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng)
     except np.linalg.LinAlgError:
         A = a = np.full(1, np.nan)
     if not (np.isfinite(A).all() and np.isfinite(a).all()):
@@ -219,13 +224,14 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     return A, a
 
 
-def _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng):
+def _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng):
     if len(samples) > max_samples:
         pick = np.sort(rng.choice(len(samples), max_samples, replace=False))
-        samples = [samples[i] for i in pick]
+        samples, weights = [samples[i] for i in pick], weights[pick]
     Z, starts = stacked_rows(samples, c, S)
-    moments = (len(Z), Z.sum(axis=0), Z.T @ Z)
-    m0, C0 = _complement(moments, Z, np.zeros(len(Z)))
+    omega = np.repeat(weights, np.diff(np.append(starts, len(Z))))
+    moments = (omega.sum(), omega @ Z, (Z * omega[:, None]).T @ Z)
+    m0, C0 = _complement(moments, Z, np.zeros(len(Z)), omega)
     P0 = _precision(C0)
     # Start: the rows the background explains least (one head: a signal twice as spread).
     D = Z - m0
@@ -233,13 +239,13 @@ def _fit(samples, c, S, n_components, affine, n_iter, max_samples, rng):
         r = _segment_softmax(0.25 * np.sum((D @ P0) * D, axis=1)[:, None], starts)
     else:
         r = _clustered_outliers(Z, starts, np.sum((D @ P0) * D, axis=1), n_components, rng)
-    r, A, a = _em(Z, starts, moments, r, affine, n_iter)
+    r, A, a = _em(Z, starts, moments, omega, r, affine, n_iter)
     if n_components > 1:
-        A, a = _discriminate(Z, starts, r, A, a)
+        A, a = _discriminate(Z, starts, r, A, a, weights)
     return A, a if affine else np.zeros_like(a)
 
 
-def _discriminate(Z, starts, r, A, a):
+def _discriminate(Z, starts, r, A, a, weights):
     """Scores that tell each component's rows from the other components' too.
 
     A component's log-likelihood ratio ``s_k`` against the background may
@@ -250,31 +256,33 @@ def _discriminate(Z, starts, r, A, a):
     the posterior ``r[:, k]`` on the rows' scores (:func:`_conditional_logit`).
     """
     scores = np.stack([np.sum((Z @ Ak) * Z, axis=1) for Ak in A], axis=1) + Z @ a.T
-    theta = np.stack([_conditional_logit(scores, starts, r[:, k], k) for k in range(A.shape[0])])
+    theta = np.stack([_conditional_logit(scores, starts, r[:, k], k, weights) for k in range(A.shape[0])])
     return np.einsum("kl,lde->kde", theta, A), theta @ a
 
 
-def _conditional_logit(F, starts, target, k, n_iter=30, tol=1e-8):
-    """``theta`` (K,) maximizing ``sum_ij target_ij log softmax_j(F_ij . theta)``, from ``e_k``.
+def _conditional_logit(F, starts, target, k, weights=None, n_iter=30, tol=1e-8):
+    """``theta`` (K,) maximizing ``sum_i w_i sum_j target_ij log softmax_j(F_ij . theta)``, from ``e_k``.
 
     Newton's method with step halving on a concave objective; ``target``
-    sums to one over each sample's rows.
+    sums to one over each sample's rows; ``weights`` (n,) weigh the samples.
     """
     counts = np.diff(np.append(starts, len(F)))
+    weights = np.ones(len(starts)) if weights is None else weights
+    omega = np.repeat(weights, counts)
 
     def objective(theta):
         s = F @ theta
         top = np.maximum.reduceat(s, starts)
         norm = top + np.log(np.add.reduceat(np.exp(s - np.repeat(top, counts)), starts))
-        return target @ s - norm.sum()
+        return (omega * target) @ s - weights @ norm
 
     theta = np.eye(F.shape[1])[k]
     value = objective(theta)
     for _ in range(n_iter):
         p = _segment_softmax((F @ theta)[:, None], starts)[:, 0]
         mean_p = np.add.reduceat(p[:, None] * F, starts, axis=0)
-        grad = (target - p) @ F
-        hess = (F * p[:, None]).T @ F - mean_p.T @ mean_p
+        grad = (omega * (target - p)) @ F
+        hess = (F * (omega * p)[:, None]).T @ F - (mean_p * weights[:, None]).T @ mean_p
         step = np.linalg.lstsq(hess + 1e-9 * np.trace(hess) * np.eye(len(theta)), grad, rcond=None)[0]
         t = 1.0
         while t > 1e-4 and objective(theta + t * step) < value:
@@ -308,15 +316,15 @@ def _clustered_outliers(Z, starts, distance, k, rng):
     return np.where(total > 0, r / np.maximum(total, 1e-300), 1.0 / np.repeat(counts, counts)[:, None])
 
 
-def _em(Z, starts, moments, r, affine, n_iter, tol=1e-3):
-    """EM from the responsibilities ``r`` (N, K) until they move by less than ``tol``."""
+def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
+    """EM from the responsibilities ``r`` (N, K) until they move by less than ``tol``; ``omega``: row weights."""
     for _ in range(n_iter):
-        m0, C0 = _complement(moments, Z, r.sum(axis=1))
+        m0, C0 = _complement(moments, Z, r.sum(axis=1), omega)
         P0 = _precision(C0)
         root = np.linalg.cholesky(P0)
         components = []
         for k in range(r.shape[1]):
-            m, C, n_eff = _weighted_gaussian(Z, r[:, k])
+            m, C, n_eff = _weighted_gaussian(Z, r[:, k], omega)
             components.append((m if affine else m0, _precision(_oas(C, n_eff, root))))
         scores, A, a = _scores(Z, P0, m0, components)
         r, previous = _responsibilities(scores, starts), r

@@ -51,15 +51,16 @@ def _pool(Z, starts, scores):
     return np.concatenate([np.add.reduceat(k[:, [r]] * Z, starts, axis=0) for r in range(k.shape[1])], axis=1)
 
 
-def _response(H0, Y, Z, strength, affine):
+def _response(H0, Y, w, Z, omega, strength, affine):
     """The response start: its direction ``beta / sqrt(v)`` (d, t), centre ``m`` and row scores (N,).
 
-    Without a linear term (``affine=False``) the projection is not centred.
+    ``w`` weighs the samples of ``H0``, ``omega`` the rows ``Z``.  Without a
+    linear term (``affine=False``) the projection is not centred.
     """
-    beta, _, _ = evidence_ridge(H0, Y)  # (d, t)
-    m = Z.mean(axis=0) if affine else np.zeros(Z.shape[1])
+    beta, _, _ = evidence_ridge(H0, Y, w)  # (d, t)
+    m = np.average(Z, axis=0, weights=omega) if affine else np.zeros(Z.shape[1])
     u = (Z - m) @ beta
-    unit = beta / np.sqrt(np.maximum(np.var(u, axis=0), 1e-12))
+    unit = beta / np.sqrt(np.maximum(np.average(u**2, axis=0, weights=omega), 1e-12))
     return unit, m, strength / 2.0 * np.sum(((Z - m) @ unit) ** 2, axis=1)
 
 
@@ -70,8 +71,8 @@ def _response_coefficients(unit, m, strength, n_heads, affine):
     return np.repeat(A[None], n_heads, axis=0), np.repeat(a[None], n_heads, axis=0)
 
 
-def _cv_error(pooled, Y, folds):
-    """Mean squared error of the evidence ridge of ``Y`` on ``pooled(train)`` over the folds.
+def _cv_error(pooled, Y, w, folds):
+    """Weighted mean squared error of the evidence ridge of ``Y`` on ``pooled(train)`` over the folds.
 
     Infinite where a candidate's pooled rows are not finite (degenerate rows
     can overflow a score) or their decomposition fails.
@@ -84,14 +85,14 @@ def _cv_error(pooled, Y, folds):
             if not (np.isfinite(H_tr).all() and np.isfinite(H_te).all()):
                 return np.inf
             try:
-                coef, intercept, _ = evidence_ridge(H_tr, Y[~test])
+                coef, intercept, _ = evidence_ridge(H_tr, Y[~test], w[~test])
             except np.linalg.LinAlgError:
                 return np.inf
-            err += np.sum((H_te @ coef + intercept - Y[test]) ** 2)
-    return err / Y.size if np.isfinite(err) else np.inf
+            err += w[test] @ np.sum((H_te @ coef + intercept - Y[test]) ** 2, axis=1)
+    return err / w.sum() if np.isfinite(err) else np.inf
 
 
-def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
+def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, random_state=None):
     """The candidate start of least cross-validated error (see the module docstring).
 
     Parameters
@@ -105,6 +106,8 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
         The mixture's score coefficients, one per head.
     affine : bool, default=True
         Whether scores may have a linear term.
+    sample_weight : ndarray of shape (n,) or None
+        Positive weights of the samples in the read-outs and their errors.
     random_state : numpy RandomState
         Draws the folds.
 
@@ -121,8 +124,11 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
     n, R, d = len(samples), mixture[0].shape[0], Z.shape[1]
     if n < 2 * _FOLDS:
         return np.zeros((R, d, d)), np.zeros((R, d)), "uniform"  # too few samples to compare
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    counts = np.diff(np.append(starts, len(Z)))
+    omega = np.repeat(w, counts)
     folds = rng.permutation(np.arange(n) % _FOLDS)
-    H0 = np.add.reduceat(Z, starts, axis=0) / np.diff(np.append(starts, len(Z)))[:, None]
+    H0 = np.add.reduceat(Z, starts, axis=0) / counts[:, None]
     with np.errstate(all="ignore"):
         mixture_scores = _quadratic_scores(Z, *mixture)
     candidates = [("uniform", 0.0 * mixture_scores[:, :1], None)] + [
@@ -132,16 +138,16 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
     for name, scores, g in candidates:
         with np.errstate(all="ignore"):
             H = _pool(Z, starts, scores)
-        err = _cv_error(lambda train, H=H: (H[train], H[~train]), Y, folds)
+        err = _cv_error(lambda train, H=H: (H[train], H[~train]), Y, w, folds)
         if err < best[0]:
             best = (err, name, g)
     for g in _RESPONSE_STRENGTHS:
         def pooled(train, g=g):
             # The response's direction from the training folds only.
-            H = _pool(Z, starts, _response(H0[train], Y[train], Z, g, affine)[2][:, None])
+            H = _pool(Z, starts, _response(H0[train], Y[train], w[train], Z, omega, g, affine)[2][:, None])
             return H[train], H[~train]
 
-        err = _cv_error(pooled, Y, folds)
+        err = _cv_error(pooled, Y, w, folds)
         if err < best[0]:
             best = (err, f"response x{g:g}", g)
     _, name, g = best
@@ -149,25 +155,26 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, random_state=None):
         return np.zeros((R, d, d)), np.zeros((R, d)), name
     if name.startswith("mixture"):
         return mixture[0] * g, mixture[1] * g, name
-    unit, m, _ = _response(H0, Y, Z, g, affine)
+    unit, m, _ = _response(H0, Y, w, Z, omega, g, affine)
     return (*_response_coefficients(unit, m, g, R, affine), name)
 
 
-def data_start(samples, Y, c, S, n_heads, *, affine, choose, random_state):
+def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None, random_state):
     """Score coefficients ``(A, a, name)`` of a start estimated from at most ``MAX_SAMPLES`` samples.
 
     The rows' mixture (:func:`~skdiagatt._mixture.signal_mixture`) with
     ``n_heads`` signal components; with ``choose`` the candidate of
-    :func:`choose_start` instead.
+    :func:`choose_start` instead.  ``sample_weight`` weighs the samples in both.
     """
     rng = random_state
+    w = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, np.float64)
     if len(samples) > MAX_SAMPLES:
         pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
-        samples, Y = [samples[i] for i in pick], Y[pick]
-    A, a = signal_mixture(samples, c, S, n_heads, affine=affine, random_state=rng)
+        samples, Y, w = [samples[i] for i in pick], Y[pick], w[pick]
+    A, a = signal_mixture(samples, c, S, n_heads, affine=affine, sample_weight=w, random_state=rng)
     if not choose:
         return A, a, "mixture"
-    return choose_start(samples, Y, c, S, (A, a), affine=affine, random_state=rng)
+    return choose_start(samples, Y, c, S, (A, a), affine=affine, sample_weight=w, random_state=rng)
 
 
 def scores_into_params(params, A, a):

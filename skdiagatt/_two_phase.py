@@ -41,8 +41,8 @@ class TwoPhaseEstimator(PhasedEstimator):
     def _init_params(self, d, t, rng):
         """Initial parameters for d features and t outputs, drawn from ``rng``."""
 
-    def _start(self, params, samples, Y, c, S, rng):
-        """The parameters a fresh fit starts from, given its training samples and targets (here ``params``)."""
+    def _start(self, params, train, c, S, rng):
+        """The parameters a fresh fit starts from, given its :class:`~._sources.TrainingSet` (here ``params``)."""
         return params
 
     def _phases(self, family, incremental):
@@ -67,8 +67,7 @@ class TwoPhaseEstimator(PhasedEstimator):
         return {"c": c, "S": S}
 
     def _initial_params(self, d, t, constants, train, rng):
-        return self._start(self._init_params(d, t, rng), train.samples, train.Y, constants["c"], constants["S"],
-                           rng)
+        return self._start(self._init_params(d, t, rng), train, constants["c"], constants["S"], rng)
 
     def _accumulate_chunk(self, samples, statistics):
         M, rows = second_moment(samples)

@@ -148,7 +148,7 @@ class _DiagAttBase(TwoPhaseEstimator):
             params["U"] = np.zeros((R, d), np.float32)
         return params
 
-    def _start(self, params, samples, Y, c, S, rng):
+    def _start(self, params, train, c, S, rng):
         """``init="mixture"`` / ``"auto"``: the start of the row scores from the data.
 
         ``"mixture"``: the scores of the rows' Gaussian mixture
@@ -163,8 +163,9 @@ class _DiagAttBase(TwoPhaseEstimator):
         if self.init == "zeros" or (self.init == "auto" and getattr(self, "_mil", False)):
             return params
         affine = self.score_form == "affine"
-        A, a, self._chosen_start = data_start(samples, Y, c, S, self.n_heads, affine=affine,
-                                              choose=self.init == "auto", random_state=rng)
+        A, a, self._chosen_start = data_start(train.samples, train.Y, c, S, self.n_heads, affine=affine,
+                                              choose=self.init == "auto", sample_weight=train.weights,
+                                              random_state=rng)
         tau = self._temperature(S.shape[0])
         return scores_into_params(params, A * tau, a * tau if affine else None)
 

@@ -107,9 +107,11 @@ def test_penalty_shrinks_towards_the_start():
     Y = ((y - y.mean()) / y.std())[:, None]
     kw = dict(init="mixture", max_iter=3, calibration_iter=0, random_state=0)
     est = DiagAttRegressor(alpha=1e4, **kw).fit(X, y)
+    from skdiagatt._sources import TrainingSet
+
     start = DiagAttRegressor(init="mixture")._start(
-        {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)}, X, Y, c, S,
-        np.random.RandomState(0))
+        {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)},
+        TrainingSet(X, Y, len(X), {}), c, S, np.random.RandomState(0))
     # Adam's steps leave a jitter of about the step size around the minimum.
     assert np.abs(start["W"]).max() > 0.5
     assert np.allclose(est.params_["W"], start["W"], atol=0.01)
@@ -198,6 +200,17 @@ def test_evidence_readout_keeps_small_fits_at_least_as_good_as_the_mean():
     mean = rmse(y[te], np.full(200, y[tr].mean()))
     assert rmse(y[te], est.predict(X[te])) <= 1.05 * mean
     assert rmse(y[te], plain.predict(X[te])) > 1.05 * mean
+
+
+def test_mixture_counts_a_weight_of_two_as_a_repeated_sample():
+    X, _, _, _ = make_individualized_regression(150, n_rows=10, n_features=4, random_state=0)
+    c, S = preconditioner(X, True)
+    w = np.ones(150)
+    w[:30] = 2.0
+    weighted = signal_mixture(X, c, S, sample_weight=w)
+    repeated = signal_mixture(list(X) + list(X[:30]), c, S)
+    for u, v in zip(weighted, repeated):
+        np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-9)
 
 
 def test_evidence_ridge_counts_a_weight_of_two_as_a_repeated_sample():
