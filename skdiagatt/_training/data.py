@@ -22,6 +22,8 @@ __all__ = [
     "device_packed",
     "training_data",
     "spans_buckets",
+    "grown",
+    "bucket_targets",
     "epoch_chunks",
     "steps_per_epoch",
 ]
@@ -52,7 +54,7 @@ def device_buckets(buckets, targets):
         cap = round_count(m)
         data = {"X": b.X, "where": b.where}
         if targets is not None:
-            data["y"] = _bucket_targets(targets, b)
+            data["y"] = bucket_targets(targets, b)
         padded = {}
         for key, arr in data.items():
             if cap > m:
@@ -63,7 +65,7 @@ def device_buckets(buckets, targets):
     return out
 
 
-def _bucket_targets(targets, bucket):
+def bucket_targets(targets, bucket):
     """The targets of a bucket's samples; row-level targets padded to its length."""
     if not isinstance(targets, list):
         return targets[bucket.index]
@@ -114,17 +116,18 @@ def device_packed(samples, targets, layout=None):
     layout = current_layout() if layout is None else layout
     blocks = make_blocks(samples, layout.block_rows)
     K, n = blocks.X.shape[0], len(samples)
-
-    def grown(arr, size):
-        fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
-        return np.ascontiguousarray(np.concatenate([arr, fill]))
-
     arrays = {
         "X": grown(blocks.X, round_count(K)),
         "valid": grown(blocks.valid, round_count(K)),
         "y": grown(np.asarray(targets, dtype=np.float32), round_count(n)),
     }
     return PackedData(arrays=placement().put(arrays), first=blocks.first)
+
+
+def grown(arr, size):
+    """``arr`` completed with zeros to ``size`` entries along its first axis."""
+    fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
+    return np.ascontiguousarray(np.concatenate([arr, fill]))
 
 
 def training_data(samples, targets, pack=False, growth=FINE):
