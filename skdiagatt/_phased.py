@@ -20,8 +20,9 @@ from sklearn.utils import check_random_state
 
 from ._base import MatrixSampleEstimator
 from ._params import TRAINING_RULES
-from ._sources import Chunks, Samples, chunk_factory
+from ._sources import Chunks, Samples, Shard, chunk_factory
 from ._training import fit_loop
+from ._training.devices import processes_active
 
 __all__ = ["Phase", "PhasedEstimator"]
 
@@ -65,6 +66,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
     _parameter_rules = TRAINING_RULES
     #: The parameters that set the trained parameters' shapes (named when a warm start does not fit).
     _shape_parameters = ()
+    #: Samples the start of the parameters is estimated from at most (a fit across processes gathers them).
+    _start_samples = 0
 
     # ----------------------------------------------------- what a model supplies
     @abc.abstractmethod
@@ -227,6 +230,15 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
     def _fit(self, source, *, incremental=False):
         """Fit from ``source``; ``incremental``: one ``partial_fit`` epoch continuing the last."""
         self._validate_parameters()
+        if processes_active():
+            if incremental or not isinstance(source, Samples):
+                raise ValueError(
+                    "inside use_processes only fit trains across processes; call partial_fit "
+                    "and fit_chunks outside the block"
+                )
+            if source.sample_weight is not None:
+                raise ValueError("sample_weight is not available in a fit across processes (use_processes)")
+            source = Shard(source.X, source.y)
         continued = self.__sklearn_is_fitted__() and (incremental or self.warm_start)
         source.read(self, self.n_features_in_ if continued else None,
                     validate=self.early_stopping and not incremental)

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._base import check_sample_weight
-from ._ragged import check_ragged
+from ._ragged import bucket_length, check_ragged
 from ._training import ChunkStream, steps_per_epoch, training_data
+from ._training.data import spans_buckets
+from ._training.devices import placement
+from ._training.processes import shard_data
 
-__all__ = ["Samples", "Chunks", "TrainingSet", "chunk_factory"]
+__all__ = ["Samples", "Shard", "Chunks", "TrainingSet", "chunk_factory"]
 
 
 @dataclass
@@ -129,6 +132,73 @@ class Samples:
         data = training_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train))
         return TrainingSet(train, take(idx_train), len(train), _loop(est, data, len(train), rng, validation),
                            weights=w(idx_train))
+
+
+class Shard(Samples):
+    """This process's shard of the samples in a fit across processes (:func:`~skdiagatt._training.use_processes`).
+
+    The targets are encoded and the row statistics estimated over every
+    process's samples, in the order of the processes; the start of the
+    parameters sees the same samples in every process (all of them, or at
+    most ``est._start_samples`` drawn from all of them); each process
+    uploads only its own samples for training.
+    """
+
+    weights = None
+
+    def read(self, est, n_features, *, validate):
+        """Validate this shard and learn every process's sample lengths and targets."""
+        self.place = placement()
+        error = None
+        try:
+            if validate:
+                raise ValueError(
+                    "early_stopping is not available in a fit across processes: hold out a "
+                    "validation set yourself and compare est.score on it"
+                )
+            super().read(est, n_features, validate=False)
+            if self.y is None or len(self.y) != len(self.samples):
+                got = "no y" if self.y is None else f"{len(self.y)} targets"
+                raise ValueError(f"X has {len(self.samples)} samples but {got}")
+        except (TypeError, ValueError) as exc:  # told to every process, so that none waits for the others
+            error = f"{type(exc).__name__}: {exc}"
+        parts = self.place.gather(error or (self.n_features, self.lengths, self.y))
+        failed = [f"process {k}: {p}" for k, p in enumerate(parts) if isinstance(p, str)]
+        if failed:
+            raise ValueError("fit across processes: " + "; ".join(failed))
+        if len({p[0] for p in parts}) > 1:
+            raise ValueError(f"the processes' samples have different numbers of features: {[p[0] for p in parts]}")
+        sizes = [len(p[1]) for p in parts]
+        self.mine = slice(sum(sizes[: self.place.index]), sum(sizes[: self.place.index + 1]))
+        self.lengths = np.concatenate([p[1] for p in parts])
+        ys = [p[2] for p in parts]
+        self.y = [v for y in ys for v in y] if all(isinstance(y, list) for y in ys) else np.concatenate(
+            [np.asarray(y) for y in ys])
+
+    def training_set(self, est, Y, rng):
+        """Upload this process's samples; the start's samples and the row statistics are every process's."""
+        row_level = isinstance(Y, list)
+        packed = est._pack and not row_level and spans_buckets(self.lengths)
+        grid = {bucket_length(int(p), est._bucket_growth) for p in np.unique(self.lengths)}
+        if not packed and len(grid) > 1:
+            raise ValueError(
+                f"a fit across processes trains samples of one bucket length, or ragged samples packed; "
+                f"{type(est).__name__} would train these samples in {len(grid)} buckets of lengths "
+                f"{sorted(grid)}; fit samples of one length, or a model that packs ragged samples (DiagAtt)"
+            )
+        n = len(self.lengths)
+        statistics = {}
+        est._accumulate_chunk(self.samples, statistics)
+        sums = self.place.gather({k: v for k, v in statistics.items() if not isinstance(v, list)})
+        statistics = {k: sum(p[k] for p in sums) for k in sums[0]}
+        take = (lambda idx: [Y[i] for i in idx]) if row_level else (lambda idx: Y[idx])
+        limit = est._start_samples
+        pick = np.arange(n) if n <= limit else np.sort(np.random.RandomState(0).choice(n, limit, replace=False))
+        mine = pick[(pick >= self.mine.start) & (pick < self.mine.stop)] - self.mine.start
+        start = [s for part in self.place.gather([self.samples[i] for i in mine]) for s in part]
+        data = shard_data(self.samples, take(np.arange(self.mine.start, self.mine.stop)), packed, n, self.place,
+                          est._bucket_growth)
+        return TrainingSet(start, take(pick), n, _loop(est, data, n, rng, None), None, statistics)
 
 
 class Chunks:

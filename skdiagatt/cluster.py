@@ -1,4 +1,4 @@
-"""Scaling out on Dask: JAX's threads in worker processes, chunks from Dask collections.
+"""Scaling out: on Dask, and data-parallel fits across the processes of ``jax.distributed``.
 
 Model selection runs on a Dask cluster through joblib's Dask backend
 (``joblib.parallel_config(backend="dask")``); what it ships to the workers is
@@ -6,9 +6,10 @@ the estimators themselves, whose pickles hold NumPy arrays only.
 :class:`JaxWorker` gives each worker process's JAX its share of the cores
 and a compilation cache the workers share, and :func:`iter_dask_chunks`
 reads the chunks of ``fit_chunks`` / ``partial_fit`` from a Dask bag or a
-list of ``dask.delayed`` objects, one at a time and in order.  Everything here needs the ``distributed`` extra
-(``pip install -e ".[distributed]"``); ``docs/scaling_out.md`` has the
-recipes.
+list of ``dask.delayed`` objects, one at a time and in order.  These need the ``distributed`` extra
+(``pip install -e ".[distributed]"``).  :func:`use_processes` trains one
+model data-parallel across processes, each holding its shard of the samples
+(JAX alone).  ``docs/scaling_out.md`` has the recipes.
 """
 
 import os
@@ -18,13 +19,60 @@ import warnings
 import zlib
 
 from ._base import _check_positive_int
+from ._training import devices as _devices
 
 try:  # The plugin base class of dask.distributed, when it is installed.
     from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
 except ImportError:  # pragma: no cover - the extra is missing
     _WorkerPlugin = object
 
-__all__ = ["JaxWorker", "iter_dask_chunks", "worker_cpus"]
+__all__ = ["JaxWorker", "iter_dask_chunks", "use_processes", "worker_cpus"]
+
+
+def use_processes():
+    """Inside the block, ``fit`` trains one model data-parallel with the other processes of ``jax.distributed``.
+
+    Every process runs the same script: :func:`jax.distributed.initialize`,
+    then ``fit(X, y)`` inside this block with its own shard of the samples
+    (any number, at least one; the fit sees them in the order of the
+    processes, as if concatenated).  What one process fitting all the
+    samples would compute from all of them is computed from all of them:
+    the target standardization, the row scale and whitener (their sums
+    reduced across the processes), the start of the score parameters (on
+    the same samples in every process, all of them up to 2,048), the
+    read-out refit.  Each epoch has the steps of a single-process fit,
+    ``ceil(n / batch_size)``; every process deals its samples into them,
+    and each step's gradient is the mean over every process's share of the
+    minibatch, summed across the processes by the mesh's collectives (gloo
+    on CPUs, NCCL on GPUs).  Every process ends with the same fitted model.
+
+    With ``batch_size >= n`` (one minibatch per epoch) the fit is the
+    single-process fit of the concatenated samples up to the order of the
+    float32 sums; with smaller minibatches it draws other minibatches than
+    that fit.
+
+    Each process trains on one device (its first): run one process per GPU.
+    The samples must train packed (DiagAtt on ragged samples) or in one
+    bucket (samples of one length: every estimator of the optax loop).  Every process must call ``fit``
+    with the same estimator settings, and a ``callback`` must answer the
+    same in every process; ``early_stopping``, ``partial_fit`` and
+    ``fit_chunks`` are not available inside the block.  Outside it, and in
+    a process that never called :func:`jax.distributed.initialize`, ``fit``
+    is the ordinary one.  ``docs/scaling_out.md`` has the recipe, under
+    Slurm and on GPUs too.
+
+    Examples
+    --------
+    >>> from skdiagatt import DiagAttRegressor
+    >>> from skdiagatt.cluster import use_processes
+    >>> from skdiagatt.datasets import make_individualized_regression
+    >>> X, y, _, _ = make_individualized_regression(40, n_rows=6, n_features=3, random_state=0)
+    >>> with use_processes():              # here a single process: every shard is this one
+    ...     est = DiagAttRegressor(max_iter=2, random_state=0).fit(X, y)
+    >>> est.predict(X[:2]).shape
+    (2,)
+    """
+    return _devices.use_processes()
 
 
 def worker_cpus(cpus, index, threads=1):

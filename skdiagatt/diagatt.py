@@ -46,6 +46,7 @@ class _DiagAttBase(TwoPhaseEstimator):
     _loss_fn = staticmethod(diagatt_loss)
     _linear_predictor = staticmethod(_linear_predictor)
     _pack = True
+    _start_samples = MAX_SAMPLES
     # The inverse temperature stays out of the main phase: trained alongside W
     # it would undo the penalty (W shrinks, the scale grows).  Calibration then
     # fits it with v and b, W (and U) fixed.

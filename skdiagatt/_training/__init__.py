@@ -8,6 +8,9 @@ trainable ``params``, the fixed inputs ``frozen`` and their data:
   results, and the rounding of counts that keeps compiled shapes few;
 - :mod:`.devices` -- which devices train (:func:`use_devices`) and how arrays
   are placed on them (one device, or a data-parallel mesh);
+- :mod:`.processes` -- a fit across the processes of ``jax.distributed``
+  (:func:`use_processes`): each process's shard of the training data on its
+  device, minibatches of agreed shapes;
 - :mod:`.programs` -- a compile counter, and releasing compiled programs
   before the process runs out of memory mappings;
 - :mod:`.data` -- uploading training data once per fit: padded buckets,
@@ -39,7 +42,7 @@ from .data import (
     steps_per_epoch,
     training_data,
 )
-from .devices import training_devices, use_devices
+from .devices import processes_active, training_devices, use_devices, use_processes
 from .inference import map_device_data, map_samples
 from .layout import Layout, current_layout, round_count, use_layout
 from .loop import EarlyStopping, TrainResult, fit_loop
@@ -66,6 +69,8 @@ __all__ = [
     "release_programs_near_map_limit",
     "round_count",
     "use_devices",
+    "use_processes",
+    "processes_active",
     "training_devices",
     "steps_per_epoch",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 from .data import PackedData
 from .layout import current_layout, round_count
 
-__all__ = ["Minibatch", "plan_minibatches", "bucket_slices", "runs", "stacked"]
+__all__ = ["Minibatch", "plan_minibatches", "bucket_slices", "packed_cuts", "packed_steps", "runs", "stacked", "filled"]
 
 
 class Minibatch(NamedTuple):
@@ -76,7 +76,7 @@ def plan_minibatches(data, batch_size, rng, n_devices=1, layout=None):
             # Fewer slices for a last minibatch too small to put a real sample in each.
             n_real = idx.size
             n_slices = min(n_full, 1 << (n_real.bit_length() - 1))
-            idx, w = _filled(idx, width)
+            idx, w = filled(idx, width)
             if weights is not None:
                 w[: n_real] *= weights[idx[: n_real]]
             out.append(Minibatch(arrays, idx, w, n_slices))
@@ -114,7 +114,7 @@ def _batch_width(m, batch_size, unit):
     return unit * math.ceil(size / unit)
 
 
-def _filled(idx, width):
+def filled(idx, width):
     """``idx`` completed with filler (sample 0) to ``width``, and the weights (0 for filler)."""
     w = np.ones(width, dtype=np.float32)
     if idx.size < width:
@@ -123,7 +123,7 @@ def _filled(idx, width):
     return idx, w
 
 
-def _packed_cuts(counts, batch_size, rng):
+def packed_cuts(counts, batch_size, rng, n_batches=None):
     """The samples of each packed minibatch: consecutive without ``rng``, else stratified by length.
 
     With ``rng``, an epoch's ``ceil(n / batch_size)`` minibatches are
@@ -133,11 +133,18 @@ def _packed_cuts(counts, batch_size, rng):
     sizes differ by at most one, and their block counts are nearly equal
     (every step computes as many blocks as the largest minibatch of a random
     cut would hold).
+
+    ``n_batches`` (a fit across processes: the count of every process) deals
+    the samples into that many minibatches instead, some empty when there
+    are fewer samples; without ``rng``, cuts them in consecutive runs as even
+    as can be.
     """
     n = counts.size
     if rng is None:
+        if n_batches is not None:
+            return np.array_split(np.arange(n, dtype=np.int32), n_batches)
         return [np.arange(s, min(s + batch_size, n), dtype=np.int32) for s in range(0, n, batch_size)]
-    n_batches = math.ceil(n / batch_size)
+    n_batches = math.ceil(n / batch_size) if n_batches is None else n_batches
     by_length = np.lexsort((rng.random_sample(n), counts)).astype(np.int32)
     strata = math.ceil(n / n_batches)
     # Row j of `deal` sends the j-th sample of each stratum to a minibatch.
@@ -163,8 +170,7 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
     """
     n, first = data.n, data.first
     counts = np.diff(first)
-    empty = data.arrays["X"].shape[0] - 1
-    cuts = _packed_cuts(counts, batch_size, rng)
+    cuts = packed_cuts(counts, batch_size, rng)
     n_slices = 1
     if rng is not None:
         rows = max(int(counts[idx].sum()) for idx in cuts) * data.arrays["X"].shape[1]
@@ -174,6 +180,18 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
     slices = [_balanced_slices(idx, counts[idx], n_slices, slots) for idx in cuts]
     largest = max(int(counts[part].sum()) for parts in slices for part in parts)
     K = n_devices * math.ceil(round_count(largest, bits=5) / n_devices)
+    return packed_steps(data.arrays, first, slices, slots, K, data.arrays["X"].shape[0] - 1, data.weights)
+
+
+def packed_steps(arrays, first, slices, slots, K, empty, weights=None):
+    """The :class:`Minibatch` of each entry of ``slices``, a list of its slices' samples.
+
+    Each slice has ``slots`` sample slots and ``K`` blocks, completed with
+    the block ``empty``; ``first`` holds every sample's first block;
+    ``weights`` (n,) the samples' weights (None: 1).
+    """
+    counts = np.diff(first)
+    n_slices = len(slices[0])
     out = []
     for parts in slices:
         blocks = np.full((K, n_slices), empty, dtype=np.int32)
@@ -185,9 +203,9 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
             total = int(cnt.sum())
             blocks[:total, c] = np.repeat(first[part] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
             seg[:total, c] = np.repeat(np.arange(part.size, dtype=np.int32), cnt)
-            idx[: part.size, c], w[: part.size, c] = part, 1.0 if data.weights is None else data.weights[part]
+            idx[: part.size, c], w[: part.size, c] = part, 1.0 if weights is None else weights[part]
         index = {"idx": idx.ravel(), "blocks": blocks.ravel(), "seg": seg.ravel()}
-        out.append(Minibatch(data.arrays, index, w.ravel(), n_slices))
+        out.append(Minibatch(arrays, index, w.ravel(), n_slices))
     return out
 
 

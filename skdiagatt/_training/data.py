@@ -24,6 +24,8 @@ __all__ = [
     "device_packed",
     "training_data",
     "spans_buckets",
+    "grown",
+    "bucket_targets",
     "epoch_chunks",
     "steps_per_epoch",
 ]
@@ -71,7 +73,7 @@ def device_buckets(buckets, targets, weights=None):
         cap = round_count(m)
         data = {"X": b.X, "where": b.where}
         if targets is not None:
-            data["y"] = _bucket_targets(targets, b)
+            data["y"] = bucket_targets(targets, b)
         padded = {}
         for key, arr in data.items():
             if cap > m:
@@ -83,7 +85,7 @@ def device_buckets(buckets, targets, weights=None):
     return out
 
 
-def _bucket_targets(targets, bucket):
+def bucket_targets(targets, bucket):
     """The targets of a bucket's samples; row-level targets padded to its length."""
     if not isinstance(targets, list):
         return targets[bucket.index]
@@ -139,11 +141,6 @@ def device_packed(samples, targets, layout=None, weights=None):
     layout = current_layout() if layout is None else layout
     blocks = make_blocks(samples, layout.block_rows)
     K, n = blocks.X.shape[0], len(samples)
-
-    def grown(arr, size):
-        fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
-        return np.ascontiguousarray(np.concatenate([arr, fill]))
-
     arrays = {
         "X": grown(blocks.X, round_count(K)),
         "valid": grown(blocks.valid, round_count(K)),
@@ -151,6 +148,12 @@ def device_packed(samples, targets, layout=None, weights=None):
     }
     w = None if weights is None else np.asarray(weights, np.float32)
     return PackedData(arrays=placement().put(arrays), first=blocks.first, weights=w)
+
+
+def grown(arr, size):
+    """``arr`` completed with zeros to ``size`` entries along its first axis."""
+    fill = np.zeros((size - arr.shape[0],) + arr.shape[1:], dtype=arr.dtype)
+    return np.ascontiguousarray(np.concatenate([arr, fill]))
 
 
 def training_data(samples, targets, pack=False, growth=FINE, weights=None):
@@ -184,6 +187,8 @@ def training_data(samples, targets, pack=False, growth=FINE, weights=None):
 
 def sample_weights(data):
     """The weights of the samples of ``data`` in the order :func:`~.inference.map_device_data` returns them."""
+    if hasattr(data, "sample_weights"):  # data sharded across processes knows its own
+        return data.sample_weights()
     parts = []
     for chunk in epoch_chunks(data):
         for part in [chunk] if isinstance(chunk, PackedData) else chunk:

@@ -14,7 +14,9 @@ from .._ragged import FINE, make_blocks, make_buckets, unpad
 from ..kernels.rows import PackedRows
 from .batches import plan_minibatches
 from .data import PackedData, epoch_chunks, spans_buckets
+from .devices import placement
 from .layout import current_layout, pow2_at_least, pow2_at_most
+from .processes import ShardData
 from .programs import release_programs_near_map_limit
 from .step import gather
 
@@ -32,6 +34,9 @@ def map_device_data(fn, data, *args):
     number of samples, packed as in training (``fn`` must accept the packed
     layout).
 
+    A process's shard of a fit across processes (:class:`ShardData`) gives
+    the outputs of every process's samples, in the order of the processes.
+
     Returns
     -------
     out : ndarray
@@ -39,6 +44,9 @@ def map_device_data(fn, data, *args):
     y : ndarray
         The targets of the same samples.
     """
+    if isinstance(data, ShardData):
+        parts = placement().gather(map_device_data(fn, data.local(), *args))
+        return tuple(np.concatenate(p) for p in zip(*parts))
     layout = current_layout()
     release_programs_near_map_limit(layout)
     outs, ys = [], []

@@ -13,6 +13,7 @@ from .batches import plan_minibatches, runs, stacked
 from .data import ChunkStream, epoch_chunks
 from .devices import placement
 from .layout import current_layout
+from .processes import ShardData, shard_minibatches
 from .programs import release_programs_near_map_limit
 from .progress import Progress
 
@@ -95,7 +96,11 @@ class _Optimization:
 
     def snapshot(self):
         """Host copies of the parameters and the optimizer state (the step donates the device ones)."""
-        return jax.tree.map(np.array, self.params), jax.tree.map(np.array, self.opt_state)
+        return self.place.host(self.params), self.place.host(self.opt_state)
+
+    def plan(self, data, batch_size, rng):
+        """The minibatches of one epoch of ``data``."""
+        return _plan(self.place, data, batch_size, rng, self.layout)
 
     def run(self, batches, losses, weights):
         """Dispatch the steps of ``batches``, a run per call; the losses stay on the device."""
@@ -106,7 +111,7 @@ class _Optimization:
                 lr[k] = _step.step_size(self.learning_rate, self.schedule, self.step + k, self.total_steps)
             idx, w = stacked(run, G)
             put = self.place.put_batch
-            self.params, self.opt_state, loss = _step.train_steps(
+            self.params, self.opt_state, loss = self.place.train_steps(
                 self.params, self.opt_state, self.frozen, run[0].arrays, put(idx, True), put(w, True),
                 lr, np.int32(len(run)), self.loss_fn, self.config, run[0].n_slices,
             )
@@ -126,18 +131,25 @@ class _Optimization:
         return total / count
 
 
-def _epoch_loss(losses, weights):
-    # device_get, not jnp.stack: stacking compiles one program per number of
+def _epoch_loss(losses, weights, place):
+    # Host copies, not jnp.stack: stacking compiles one program per number of
     # steps, i.e. per data size of a grid search.
-    per_step = np.concatenate([vals[:k] for vals, k in jax.device_get(losses)])
+    per_step = np.concatenate([vals[:k] for vals, (_, k) in zip(place.host([v for v, _ in losses]), losses)])
+    weights = place.total(weights)  # across processes, every process's samples in each step
     return float(np.dot(per_step, weights) / np.sum(weights))
 
 
-def _total_steps(data, batch_size, max_iter, total_steps):
+def _plan(place, data, batch_size, rng, layout):
+    if isinstance(data, ShardData):
+        return shard_minibatches(data, batch_size, rng, place)
+    return plan_minibatches(data, batch_size, rng, place.n, layout)
+
+
+def _total_steps(place, data, batch_size, max_iter, total_steps):
     if total_steps is None:
         if isinstance(data, ChunkStream):
             raise TypeError("pass total_steps with a ChunkStream")
-        total_steps = max_iter * len(plan_minibatches(data, batch_size, None))
+        total_steps = max_iter * len(_plan(place, data, batch_size, None, current_layout()))
     return max(1, total_steps)
 
 
@@ -217,14 +229,15 @@ def fit_loop(
     """
     progress = Progress(label, max_iter, verbose, callback)  # checks the callback before any work
     release_programs_near_map_limit()
-    total_steps = _total_steps(data, batch_size, max_iter, total_steps)
+    place = placement()
+    total_steps = _total_steps(place, data, batch_size, max_iter, total_steps)
     opt = _Optimization(loss_fn, config, params, frozen, opt_state, schedule, learning_rate, total_steps)
     stopper = EarlyStopping(tol, n_iter_no_change, keep_best=validation is not None)
     with progress:
         result = _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, progress)
     params = stopper.best_params if stopper.best_params is not None else opt.params
     result.steps = opt.step
-    return jax.tree.map(np.asarray, params), result
+    return opt.place.host(params), result
 
 
 def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, progress):
@@ -235,16 +248,15 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
     for epoch in range(max_iter):
         losses, weights = [], []
         for chunk in epoch_chunks(data):
-            opt.run(planned or plan_minibatches(chunk, batch_size, random_state, opt.place.n, opt.layout),
-                    losses, weights)
+            opt.run(planned or opt.plan(chunk, batch_size, random_state), losses, weights)
             planned = None
         if epoch + 1 < max_iter and not isinstance(data, ChunkStream):
             # Plan the next epoch while the device runs this one, not after
             # the wait below, which would leave the device idle.  A fit that
             # stops early gives the draw back (below).
             drawn_from = random_state.get_state()
-            planned = plan_minibatches(data, batch_size, random_state, opt.place.n, opt.layout)
-        epoch_loss = _epoch_loss(losses, weights)
+            planned = opt.plan(data, batch_size, random_state)
+        epoch_loss = _epoch_loss(losses, weights, opt.place)
         if not np.isfinite(epoch_loss):
             warnings.warn(
                 f"{progress.label}: the objective became non-finite at epoch {epoch + 1}; "

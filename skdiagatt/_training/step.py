@@ -6,11 +6,18 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
+from jax.sharding import PartitionSpec as P
 
 from ..kernels.rows import PackedRows
 
-__all__ = ["OPTIMIZER", "init_opt_state", "gather", "train_step", "train_steps", "eval_step", "step_size"]
+__all__ = [
+    "OPTIMIZER", "init_opt_state", "gather", "train_step", "train_steps", "train_steps_across", "eval_step",
+    "step_size",
+]
 
+# The mesh axis of a fit across processes: one device per process.
+_AXIS = "batch"
 # Clipping keeps one bad minibatch (huge features, tiny temperature) from
 # throwing the parameters to a region where the softmax saturates for good.
 _CLIP = 10.0
@@ -46,7 +53,7 @@ def gather(data, idx):
     return out
 
 
-def train_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_slices=1):
+def train_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_slices=1, reduce=None):
     """One Adam step on the minibatch ``idx`` (B,) of the bucket ``data``, weights ``w`` (B,).
 
     Traced, not jitted by itself: :func:`train_steps` runs it.
@@ -58,6 +65,10 @@ def train_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_s
     rounding, with a working set that stays in cache.  Every slice must hold
     a sample of non-zero weight (as planned by
     :func:`~skdiagatt._training.batches.plan_minibatches`).
+
+    ``reduce(loss, grads, w)``, when given, turns this minibatch's loss and
+    gradient into those of the minibatch of every process
+    (:func:`train_steps_across`) before the update.
     """
 
     def value_and_grad(i, ws):
@@ -79,6 +90,8 @@ def train_step(params, opt_state, frozen, data, idx, w, lr, loss_fn, config, n_s
             return jax.tree.map(lambda a, v: a + share.astype(v.dtype) * v, acc, value), None
 
         (loss, grads), _ = jax.lax.scan(add_slice, zeros, (idx_s, w_s))
+    if reduce is not None:
+        loss, grads = reduce(loss, grads, w)
     updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
     params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
     return params, opt_state, loss
@@ -108,15 +121,61 @@ def train_steps(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, con
     losses : array, shape (G,)
         The loss of each step (0 past ``count``).
     """
+    return _run_steps(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, config, n_slices)
+
+
+def _run_steps(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, config, n_slices, reduce=None):
+    """The loop of :func:`train_steps` (traced)."""
 
     def body(s, carry):
         p, o, losses = carry
         p, o, loss = train_step(
-            p, o, frozen, data, jax.tree.map(lambda a: a[s], idx), w[s], lr[s], loss_fn, config, n_slices
+            p, o, frozen, data, jax.tree.map(lambda a: a[s], idx), w[s], lr[s], loss_fn, config, n_slices, reduce
         )
         return p, o, losses.at[s].set(loss)
 
     return jax.lax.fori_loop(0, count, body, (params, opt_state, jnp.zeros(lr.shape, jnp.float32)))
+
+
+def _across_processes(loss, grads, w):
+    """This process's minibatch loss and gradient -> those of all processes' minibatches together.
+
+    Each process's weighted mean enters with its weight, so the result is
+    the weighted mean over every process's samples (plus the penalty, the
+    same in every process).  A process without a sample in this step
+    (weight 0: its mean is 0 / 0) contributes nothing.  The loss, the
+    gradient and the weight travel as one vector: one collective per step.
+    """
+    mine = jnp.sum(w)
+    flat, unravel = ravel_pytree((loss, grads))
+    flat = jnp.where(mine > 0, jnp.append(mine * flat, mine), 0)
+    total = jax.lax.psum(flat, _AXIS)
+    return unravel(total[:-1] / total[-1])
+
+
+@partial(jax.jit, static_argnames=("loss_fn", "config", "mesh"), donate_argnums=(0, 1))
+def train_steps_across(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, config, mesh):
+    """:func:`train_steps` with one process's shard of ``data``, ``idx`` and ``w`` on each device of ``mesh``.
+
+    ``mesh`` has one axis, ``"batch"``, of one device per process; ``data``'s
+    arrays are sharded along their first axis, ``idx`` and ``w`` along
+    their second (each process's own minibatches, indices into its own
+    shard), the rest is replicated.  Every step's loss and gradient are
+    summed over the processes (:func:`_across_processes`), so the update,
+    hence the parameters, are the same everywhere.  Minibatches are not
+    sliced.
+    """
+    rep, rows, steps = P(), P(_AXIS), P(None, _AXIS)
+
+    def local(params, opt_state, frozen, data, idx, w, lr, count):
+        return _run_steps(params, opt_state, frozen, data, idx, w, lr, count, loss_fn, config, 1, _across_processes)
+
+    # Unchecked: the kernels' custom gradients do not declare how their values
+    # vary over the mesh; the outputs are replicated because every update
+    # follows a psum.
+    run = jax.shard_map(local, mesh=mesh, in_specs=(rep, rep, rep, rows, steps, steps, rep, rep),
+                        out_specs=(rep, rep, rep), check_vma=False)
+    return run(params, opt_state, frozen, data, idx, w, lr, count)
 
 
 @partial(jax.jit, static_argnames=("loss_fn", "config"))
