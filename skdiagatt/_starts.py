@@ -21,7 +21,9 @@ response, and the response's direction can be noise, so the targets decide:
 each candidate's pooled rows feed a ridge read-out whose penalty maximizes the
 evidence (:mod:`skdiagatt._evidence`), and the candidate of least
 cross-validated squared error is the start (the response direction estimated
-without the held-out fold).  Everything is NumPy on at most the samples the
+without the held-out fold) -- unless a mixture candidate is within one
+standard error of it: the mixture is the model the estimator assumes, and
+with few samples the folds' noise alone can favour another candidate.  Everything is NumPy on at most the samples the
 mixture is fitted on.
 """
 
@@ -71,29 +73,50 @@ def _response_coefficients(unit, m, strength, n_heads, affine):
     return np.repeat(A[None], n_heads, axis=0), np.repeat(a[None], n_heads, axis=0)
 
 
-def _cv_error(pooled, Y, w, folds):
-    """Weighted mean squared error of the evidence ridge of ``Y`` on ``pooled(train)`` over the folds.
+def _cv_errors(pooled, Y, w, folds):
+    """Each sample's held-out squared error (n,) of the evidence ridge of ``Y`` on ``pooled(train)``.
 
     Infinite where a candidate's pooled rows are not finite (degenerate rows
     can overflow a score) or their decomposition fails.
     """
-    err = 0.0
+    err = np.full(len(Y), np.inf)
     with np.errstate(all="ignore"):
         for k in range(folds.max() + 1):
             test = folds == k
             H_tr, H_te = pooled(~test)
             if not (np.isfinite(H_tr).all() and np.isfinite(H_te).all()):
-                return np.inf
+                return np.full(len(Y), np.inf)
             try:
                 coef, intercept, _ = evidence_ridge(H_tr, Y[~test], w[~test])
             except np.linalg.LinAlgError:
-                return np.inf
-            err += w[test] @ np.sum((H_te @ coef + intercept - Y[test]) ** 2, axis=1)
-    return err / w.sum() if np.isfinite(err) else np.inf
+                return np.full(len(Y), np.inf)
+            err[test] = np.sum((H_te @ coef + intercept - Y[test]) ** 2, axis=1)
+    return err
+
+
+def _one_standard_error(errors, w, preferred):
+    """The candidate of least weighted mean error, or a ``preferred`` one within one standard error of it.
+
+    ``errors``: ``{name: per-sample errors}``.  The standard error is that of
+    the paired differences over the samples (the "one standard error" rule
+    of model selection, Hastie, Tibshirani and Friedman, *The Elements of
+    Statistical Learning*, Section 7.10).
+    """
+    mean = {k: (w @ e / w.sum() if np.isfinite(e).all() else np.inf) for k, e in errors.items()}
+    best = min(mean, key=mean.get)
+    if best in preferred or not np.isfinite(mean[best]):
+        return best
+    n = w.sum()
+    for k in sorted((k for k in preferred if np.isfinite(mean[k])), key=mean.get):
+        diff = errors[k] - errors[best]
+        spread = np.sqrt(max(w @ (diff - w @ diff / n) ** 2 / n, 0.0) / n)
+        if mean[k] - mean[best] <= spread:
+            return k
+    return best
 
 
 def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, random_state=None):
-    """The candidate start of least cross-validated error (see the module docstring).
+    """The candidate start of least cross-validated error, the mixture within one standard error.
 
     Parameters
     ----------
@@ -134,23 +157,23 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
     candidates = [("uniform", 0.0 * mixture_scores[:, :1], None)] + [
         (f"mixture x{g:g}", g * mixture_scores, g) for g in _MIXTURE_STRENGTHS
     ]
-    best = (np.inf, "uniform", None)
+    errors, strengths = {}, {"uniform": None}
     for name, scores, g in candidates:
         with np.errstate(all="ignore"):
             H = _pool(Z, starts, scores)
-        err = _cv_error(lambda train, H=H: (H[train], H[~train]), Y, w, folds)
-        if err < best[0]:
-            best = (err, name, g)
+        errors[name], strengths[name] = _cv_errors(lambda train, H=H: (H[train], H[~train]), Y, w, folds), g
     for g in _RESPONSE_STRENGTHS:
         def pooled(train, g=g):
             # The response's direction from the training folds only.
             H = _pool(Z, starts, _response(H0[train], Y[train], w[train], Z, omega, g, affine)[2][:, None])
             return H[train], H[~train]
 
-        err = _cv_error(pooled, Y, w, folds)
-        if err < best[0]:
-            best = (err, f"response x{g:g}", g)
-    _, name, g = best
+        name = f"response x{g:g}"
+        errors[name], strengths[name] = _cv_errors(pooled, Y, w, folds), g
+    # The mixture is the model the estimator assumes: it stays the start
+    # unless another candidate is better by more than the noise of the folds.
+    name = _one_standard_error(errors, w, [k for k in errors if k.startswith("mixture")])
+    g = strengths[name]
     if name == "uniform":
         return np.zeros((R, d, d)), np.zeros((R, d)), name
     if name.startswith("mixture"):

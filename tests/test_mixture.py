@@ -257,3 +257,19 @@ def test_structured_data_and_its_bayes_references(structure):
 def test_structured_regression_rejects_bad_settings(kw, match):
     with pytest.raises(ValueError, match=match):
         make_structured_regression(10, **kw)
+
+
+def test_the_mixture_start_stays_unless_another_is_better_beyond_one_standard_error():
+    from skdiagatt._starts import _one_standard_error
+
+    rng = np.random.RandomState(0)
+    w = np.ones(200)
+    base = rng.exponential(size=200)
+    noise = 0.05 * rng.standard_normal(200)
+    # Better by 0.001 on average, with differences of spread 0.05: within the noise.
+    close = {"mixture x1": base + 0.001 + noise - noise.mean(), "response x3": base}
+    assert _one_standard_error(close, w, ["mixture x1"]) == "mixture x1"
+    far = {"mixture x1": base + 1.0 + noise, "response x3": base}
+    assert _one_standard_error(far, w, ["mixture x1"]) == "response x3"
+    broken = {"mixture x1": np.full(200, np.inf), "uniform": base}
+    assert _one_standard_error(broken, w, ["mixture x1"]) == "uniform"
