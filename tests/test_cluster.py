@@ -245,11 +245,14 @@ def _recipes():
 
 def test_scaling_out_recipes_are_python_and_the_streaming_one_runs():
     recipes = _recipes()
-    assert len(recipes) == 2
+    assert len(recipes) == 3
     for code in recipes:
         compile(code, "docs/scaling_out.md", "exec")
     # The cluster recipe starts its own workers (run by hand and by the benchmark);
-    # the streaming recipe runs here as written.
+    # the recipe across processes is the example script, verbatim (the same path
+    # runs in tests/test_processes.py); the streaming recipe runs here as written.
     assert "LocalCluster" in recipes[0] and "LocalCluster" not in recipes[1]
+    example = Path(__file__).resolve().parent.parent / "examples" / "fit_across_processes.py"
+    assert recipes[2].strip() == example.read_text().strip()
     with dask.config.set(scheduler="sync"):
         exec(compile(recipes[1], "docs/scaling_out.md", "exec"), {"__name__": "recipe"})
