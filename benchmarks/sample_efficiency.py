@@ -127,13 +127,6 @@ def _check(ok):
     return "PASS" if ok else "FAIL"
 
 
-def _first_run(page):
-    """The command and wall time of a page written before its JSON recorded them."""
-    text = open(page).read()
-    command = text.split("Command: `", 1)[1].split("`", 1)[0]
-    return [{"command": command, "wall": float(text.split("Wall time: ", 1)[1].split(" s", 1)[0])}]
-
-
 def timing(n=9000, repeats=3):
     """Fit seconds of the defaults and of the previous defaults, fitted alternately on one data set."""
     X, y, *_ = _draw("paper", n, 0)
@@ -376,7 +369,6 @@ def main(argv=None):
             data = json.load(fh)
         data = {k: ({int(n) if n.isdigit() else n: v for n, v in d.items()} if isinstance(d, dict) else d)
                 for k, d in data.items()}
-        data.setdefault("runs", _first_run(out))
         sections = args.update.split(",")
         if "floor" in sections:
             data["floor"] = floor(("paper",) + SIGNAL_STRUCTURES, (100, 300), states)

@@ -52,7 +52,7 @@ def stacked_rows(samples, c, S):
     return Z, np.concatenate([[0], np.cumsum(lengths)[:-1]])
 
 
-def _segment_softmax(scores, starts):
+def segment_softmax(scores, starts):
     """Softmax of ``scores`` (N, K) within each sample's rows (``starts``: first rows)."""
     top = np.maximum.reduceat(scores, starts, axis=0)
     counts = np.diff(np.append(starts, len(scores)))
@@ -72,17 +72,15 @@ def _responsibilities(scores, starts, n_sweeps=5):
     row is j)``).  Mean field alone lets two components settle half on the
     same rows, when both scores favour them.
     """
-    r = _segment_softmax(scores, starts)
     K = scores.shape[1]
-    if K == 1:
-        return r
-    for _ in range(n_sweeps):
-        free = np.log(np.maximum(1.0 - r, 1e-12))
-        r = _segment_softmax(scores + free.sum(axis=1, keepdims=True) - free, starts)
     counts = np.diff(np.append(starts, len(scores)))
     m = min(K + _SPARE_ROWS, counts.min())
-    if K <= _EXACT_COMPONENTS and m >= K:
-        r = _assignment_marginals(scores, starts, counts, m)
+    if 1 < K <= _EXACT_COMPONENTS and m >= K:
+        return _assignment_marginals(scores, starts, counts, m)
+    r = segment_softmax(scores, starts)
+    for _ in range(n_sweeps if K > 1 else 0):
+        free = np.log(np.maximum(1.0 - r, 1e-12))
+        r = segment_softmax(scores + free.sum(axis=1, keepdims=True) - free, starts)
     return r
 
 
@@ -152,12 +150,16 @@ def _precision(cov):
     return (Q / ev) @ Q.T
 
 
+def row_scores(Z, A, a):
+    """Scores ``z^T A_k z + a_k^T z`` (N, K) of the rows ``Z`` (N, d) under each ``(A_k, a_k)``."""
+    return np.stack([np.sum((Z @ Ak) * Z, axis=1) for Ak in A], axis=1) + Z @ a.T
+
+
 def _scores(Z, P0, m0, components):
     """Log-likelihood ratios (N, K) of the rows, up to a per-component constant, and (A, a)."""
     A = np.stack([(P0 - P) / 2 for _, P in components])
     a = np.stack([P @ m - P0 @ m0 for m, P in components])
-    scores = np.stack([np.sum((Z @ Ak) * Z, axis=1) for Ak in A], axis=1) + Z @ a.T
-    return scores, A, a
+    return row_scores(Z, A, a), A, a
 
 
 def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
@@ -236,16 +238,16 @@ def _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng)
     # Start: the rows the background explains least (one head: a signal twice as spread).
     D = Z - m0
     if n_components == 1:
-        r = _segment_softmax(0.25 * np.sum((D @ P0) * D, axis=1)[:, None], starts)
+        r = segment_softmax(0.25 * np.sum((D @ P0) * D, axis=1)[:, None], starts)
     else:
         r = _clustered_outliers(Z, starts, np.sum((D @ P0) * D, axis=1), n_components, rng)
-    r, A, a = _em(Z, starts, moments, omega, r, affine, n_iter)
+    r, scores, A, a = _em(Z, starts, moments, omega, r, affine, n_iter)
     if n_components > 1:
-        A, a = _discriminate(Z, starts, r, A, a, weights)
+        A, a = _discriminate(scores, starts, r, A, a, weights)
     return A, a if affine else np.zeros_like(a)
 
 
-def _discriminate(Z, starts, r, A, a, weights):
+def _discriminate(scores, starts, r, A, a, weights):
     """Scores that tell each component's rows from the other components' too.
 
     A component's log-likelihood ratio ``s_k`` against the background may
@@ -255,7 +257,6 @@ def _discriminate(Z, starts, r, A, a, weights):
     s_l``, still a quadratic, with ``theta_k`` the conditional-logit fit of
     the posterior ``r[:, k]`` on the rows' scores (:func:`_conditional_logit`).
     """
-    scores = np.stack([np.sum((Z @ Ak) * Z, axis=1) for Ak in A], axis=1) + Z @ a.T
     theta = np.stack([_conditional_logit(scores, starts, r[:, k], k, weights) for k in range(A.shape[0])])
     return np.einsum("kl,lde->kde", theta, A), theta @ a
 
@@ -279,7 +280,7 @@ def _conditional_logit(F, starts, target, k, weights=None, n_iter=30, tol=1e-8):
     theta = np.eye(F.shape[1])[k]
     value = objective(theta)
     for _ in range(n_iter):
-        p = _segment_softmax((F @ theta)[:, None], starts)[:, 0]
+        p = segment_softmax((F @ theta)[:, None], starts)[:, 0]
         mean_p = np.add.reduceat(p[:, None] * F, starts, axis=0)
         grad = (omega * (target - p)) @ F
         hess = (F * (omega * p)[:, None]).T @ F - (mean_p * weights[:, None]).T @ mean_p
@@ -317,7 +318,11 @@ def _clustered_outliers(Z, starts, distance, k, rng):
 
 
 def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
-    """EM from the responsibilities ``r`` (N, K) until they move by less than ``tol``; ``omega``: row weights."""
+    """EM from the responsibilities ``r`` (N, K) until they move by less than ``tol``; ``omega``: row weights.
+
+    Returns the responsibilities, the rows' scores (N, K) that gave them and
+    the scores' coefficients ``(A, a)``.
+    """
     for _ in range(n_iter):
         m0, C0 = _complement(moments, Z, r.sum(axis=1), omega)
         P0 = _precision(C0)
@@ -330,4 +335,4 @@ def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
         r, previous = _responsibilities(scores, starts), r
         if np.max(np.abs(r - previous)) < tol:
             break
-    return r, A, a
+    return r, scores, A, a

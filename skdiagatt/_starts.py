@@ -30,7 +30,7 @@ mixture is fitted on.
 import numpy as np
 
 from ._evidence import evidence_ridge
-from ._mixture import MAX_SAMPLES, signal_mixture, stacked_rows
+from ._mixture import MAX_SAMPLES, row_scores, segment_softmax, signal_mixture, stacked_rows
 
 __all__ = ["choose_start", "data_start", "scores_into_params"]
 
@@ -39,17 +39,9 @@ _MIXTURE_STRENGTHS = (1.0, 0.5)
 _RESPONSE_STRENGTHS = (1.0, 3.0)
 
 
-def _quadratic_scores(Z, A, a):
-    """Scores ``z^T A_r z + a_r^T z`` of every row for every head: (N, R)."""
-    return np.stack([np.sum((Z @ A[r]) * Z, axis=1) for r in range(A.shape[0])], axis=1) + Z @ a.T
-
-
 def _pool(Z, starts, scores):
     """Rows pooled by each head's softmax of its ``scores`` (N, R) within the samples: (n, R * d)."""
-    counts = np.diff(np.append(starts, len(Z)))
-    top = np.maximum.reduceat(scores, starts, axis=0)
-    e = np.exp(scores - np.repeat(top, counts, axis=0))
-    k = e / np.repeat(np.add.reduceat(e, starts, axis=0), counts, axis=0)
+    k = segment_softmax(scores, starts)
     return np.concatenate([np.add.reduceat(k[:, [r]] * Z, starts, axis=0) for r in range(k.shape[1])], axis=1)
 
 
@@ -153,7 +145,7 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
     folds = rng.permutation(np.arange(n) % _FOLDS)
     H0 = np.add.reduceat(Z, starts, axis=0) / counts[:, None]
     with np.errstate(all="ignore"):
-        mixture_scores = _quadratic_scores(Z, *mixture)
+        mixture_scores = row_scores(Z, *mixture)
     candidates = [("uniform", 0.0 * mixture_scores[:, :1], None)] + [
         (f"mixture x{g:g}", g * mixture_scores, g) for g in _MIXTURE_STRENGTHS
     ]

