@@ -37,7 +37,7 @@ import numpy as np
 __all__ = ["MAX_SAMPLES", "signal_mixture"]
 
 #: Samples the mixture is fitted on at most (drawn at random from more).
-MAX_SAMPLES = 2048
+MAX_SAMPLES = 1024
 
 # Components whose distinct-row posterior is summed exactly, over this many
 # rows beyond the number of components in each sample.
@@ -99,33 +99,38 @@ def _assignment_marginals(scores, starts, counts, m):
     return r
 
 
-def _weighted_gaussian(Z, r, omega):
-    """Mean (d,) and covariance (d, d) of the rows with responsibilities ``r`` (N,), and the effective count.
+def _moments(Z, r, omega):
+    """Count, first (d,) and second (d, d) moments of the rows ``Z`` (N, d) with weights ``omega r``.
 
-    ``omega`` (N,) weighs each row by its sample's weight, as that many
-    copies of it.  Only rows of non-negligible weight enter the product: a
-    signal component's weight sits on about one row per sample.
+    ``omega`` (N,) weighs each row by its sample's weight, as that many copies
+    of it, each of responsibility ``r`` (N,); the fourth value, ``sum omega
+    r^2``, gives the effective count ``count^2 / sum omega r^2``.  Only rows
+    of non-negligible weight enter the product: a signal component's weight
+    sits on about one row per sample.
     """
     w = r * omega
-    keep = np.flatnonzero(w > 1e-9 * w.max())
-    Z, w, r = Z[keep], w[keep], r[keep]
-    total = w.sum()
-    mean = (w @ Z) / total
-    D = Z - mean
-    cov = (D * w[:, None]).T @ D / total
-    return mean, cov, total**2 / np.sum(w * r)
+    keep = np.flatnonzero(w > 1e-9 * max(w.max(initial=0.0), 1e-300))
+    Zk, wk = Z[keep], w[keep]
+    return wk.sum(), wk @ Zk, (Zk * wk[:, None]).T @ Zk, wk @ r[keep]
 
 
-def _complement(moments, Z, r, omega):
-    """Mean and covariance of the rows with weights ``omega (1 - r)`` (clipped), from the totals ``moments``."""
-    count, first, second = moments
-    keep = np.flatnonzero(r > 1e-12)
-    w = np.minimum(r[keep], 1.0) * omega[keep]
-    Zk = Z[keep]
-    total = count - w.sum()
-    mean = (first - w @ Zk) / total
-    cov = (second - (Zk * w[:, None]).T @ Zk) / total - np.outer(mean, mean)
-    return mean, cov
+def _gaussian(count, first, second):
+    """Mean (d,) and covariance (d, d) from a count and moments."""
+    mean = first / count
+    return mean, second / count - np.outer(mean, mean)
+
+
+def _component_moments(Z, r, omega):
+    """:func:`_moments` of each component (K tuples) and of their union (count, first, second).
+
+    The union's moments are the components' sum while no row's total
+    responsibility exceeds one (mean field may overshoot; then it is clipped).
+    """
+    parts = [_moments(Z, r[:, k], omega) for k in range(r.shape[1])]
+    total = r.sum(axis=1)
+    if total.max(initial=0.0) <= 1.0 + 1e-9:
+        return parts, tuple(sum(p[i] for p in parts) for i in range(3))
+    return parts, _moments(Z, np.minimum(total, 1.0), omega)[:3]
 
 
 def _oas(cov, n_eff, root):
@@ -210,12 +215,10 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     >>> bool(np.allclose(np.diag(A[0]), 0.25, atol=0.08))
     True
     """
-    from threadpoolctl import threadpool_limits
-
     rng = np.random.RandomState(0) if random_state is None else random_state
     d = samples[0].shape[1]
     try:
-        with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):
             weights = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, float)
             A, a = _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng)
     except np.linalg.LinAlgError:
@@ -232,8 +235,8 @@ def _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng)
         samples, weights = [samples[i] for i in pick], weights[pick]
     Z, starts = stacked_rows(samples, c, S)
     omega = np.repeat(weights, np.diff(np.append(starts, len(Z))))
-    moments = (omega.sum(), omega @ Z, (Z * omega[:, None]).T @ Z)
-    m0, C0 = _complement(moments, Z, np.zeros(len(Z)), omega)
+    moments = _moments(Z, np.ones(len(Z)), omega)[:3]
+    m0, C0 = _gaussian(*moments)
     P0 = _precision(C0)
     # Start: the rows the background explains least (one head: a signal twice as spread).
     D = Z - m0
@@ -324,13 +327,15 @@ def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
     the scores' coefficients ``(A, a)``.
     """
     for _ in range(n_iter):
-        m0, C0 = _complement(moments, Z, r.sum(axis=1), omega)
+        parts, signal = _component_moments(Z, r, omega)
+        # The background: every row, less what the components take.
+        m0, C0 = _gaussian(*(whole - part for whole, part in zip(moments, signal)))
         P0 = _precision(C0)
         root = np.linalg.cholesky(P0)
         components = []
-        for k in range(r.shape[1]):
-            m, C, n_eff = _weighted_gaussian(Z, r[:, k], omega)
-            components.append((m if affine else m0, _precision(_oas(C, n_eff, root))))
+        for count, first, second, square in parts:
+            m, C = _gaussian(count, first, second)
+            components.append((m if affine else m0, _precision(_oas(C, count**2 / square, root))))
         scores, A, a = _scores(Z, P0, m0, components)
         r, previous = _responsibilities(scores, starts), r
         if np.max(np.abs(r - previous)) < tol:

@@ -28,6 +28,7 @@ mixture is fitted on.
 """
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from ._evidence import evidence_ridge
 from ._mixture import MAX_SAMPLES, row_scores, segment_softmax, signal_mixture, stacked_rows
@@ -39,23 +40,31 @@ _MIXTURE_STRENGTHS = (1.0, 0.5)
 _RESPONSE_STRENGTHS = (1.0, 3.0)
 
 
+def _weighted_sums(weights, starts, Z):
+    """``sum_j weights_j z_j`` over each sample's rows (n, d), ``weights`` (N,).
+
+    A sparse (n, N) product: one pass over the rows, no (N, d) temporary.
+    """
+    indptr = np.append(starts, len(Z))
+    return csr_matrix((weights, np.arange(len(Z)), indptr), shape=(len(starts), len(Z))) @ Z
+
+
 def _pool(Z, starts, scores):
     """Rows pooled by each head's softmax of its ``scores`` (N, R) within the samples: (n, R * d)."""
     k = segment_softmax(scores, starts)
-    return np.concatenate([np.add.reduceat(k[:, [r]] * Z, starts, axis=0) for r in range(k.shape[1])], axis=1)
+    return np.concatenate([_weighted_sums(k[:, r], starts, Z) for r in range(k.shape[1])], axis=1)
 
 
-def _response(H0, Y, w, Z, omega, strength, affine):
-    """The response start: its direction ``beta / sqrt(v)`` (d, t), centre ``m`` and row scores (N,).
+def _response(H0, Y, w, Z, omega, m, strength):
+    """The response start: its direction ``beta / sqrt(v)`` (d, t) and row scores (N,).
 
-    ``w`` weighs the samples of ``H0``, ``omega`` the rows ``Z``.  Without a
-    linear term (``affine=False``) the projection is not centred.
+    ``w`` weighs the samples of ``H0``, ``omega`` the rows ``Z``; ``m`` (d,)
+    is the rows' centre (zeros for scores without a linear term).
     """
     beta, _, _ = evidence_ridge(H0, Y, w)  # (d, t)
-    m = np.average(Z, axis=0, weights=omega) if affine else np.zeros(Z.shape[1])
-    u = (Z - m) @ beta
-    unit = beta / np.sqrt(np.maximum(np.average(u**2, axis=0, weights=omega), 1e-12))
-    return unit, m, strength / 2.0 * np.sum(((Z - m) @ unit) ** 2, axis=1)
+    u = Z @ beta - m @ beta  # projections of the centred rows, (N, t)
+    scale = np.sqrt(np.maximum(omega @ u**2 / omega.sum(), 1e-12))
+    return beta / scale, strength / 2.0 * np.sum((u / scale) ** 2, axis=1)
 
 
 def _response_coefficients(unit, m, strength, n_heads, affine):
@@ -142,8 +151,9 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
     counts = np.diff(np.append(starts, len(Z)))
     omega = np.repeat(w, counts)
+    m = omega @ Z / omega.sum() if affine else np.zeros(d)
     folds = rng.permutation(np.arange(n) % _FOLDS)
-    H0 = np.add.reduceat(Z, starts, axis=0) / counts[:, None]
+    H0 = _weighted_sums(1.0 / np.repeat(counts, counts), starts, Z)
     with np.errstate(all="ignore"):
         mixture_scores = row_scores(Z, *mixture)
     candidates = [("uniform", 0.0 * mixture_scores[:, :1], None)] + [
@@ -157,7 +167,7 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
     for g in _RESPONSE_STRENGTHS:
         def pooled(train, g=g):
             # The response's direction from the training folds only.
-            H = _pool(Z, starts, _response(H0[train], Y[train], w[train], Z, omega, g, affine)[2][:, None])
+            H = _pool(Z, starts, _response(H0[train], Y[train], w[train], Z, omega, m, g)[1][:, None])
             return H[train], H[~train]
 
         name = f"response x{g:g}"
@@ -170,7 +180,7 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
         return np.zeros((R, d, d)), np.zeros((R, d)), name
     if name.startswith("mixture"):
         return mixture[0] * g, mixture[1] * g, name
-    unit, m, _ = _response(H0, Y, w, Z, omega, g, affine)
+    unit, _ = _response(H0, Y, w, Z, omega, m, g)
     return (*_response_coefficients(unit, m, g, R, affine), name)
 
 
@@ -180,8 +190,18 @@ def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None,
     The rows' mixture (:func:`~skdiagatt._mixture.signal_mixture`) with
     ``n_heads`` signal components; with ``choose`` the candidate of
     :func:`choose_start` instead.  ``sample_weight`` weighs the samples in both.
+
+    BLAS runs on one thread: these products are small, and multithreaded
+    OpenBLAS collapses when other processes (or JAX's own threads) load the
+    cores.
     """
-    rng = random_state
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, random_state)
+
+
+def _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, rng):
     w = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, np.float64)
     if len(samples) > MAX_SAMPLES:
         pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))

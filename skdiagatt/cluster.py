@@ -39,7 +39,7 @@ def use_processes():
     samples would compute from all of them is computed from all of them:
     the target standardization, the row scale and whitener (their sums
     reduced across the processes), the start of the score parameters (on
-    the same samples in every process, all of them up to 2,048), the
+    the same samples in every process, all of them up to 1,024), the
     read-out refit.  Each epoch has the steps of a single-process fit,
     ``ceil(n / batch_size)``; every process deals its samples into them,
     and each step's gradient is the mean over every process's share of the
