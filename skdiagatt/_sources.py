@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._base import check_sample_weight
+from ._base import drop_zero_weight
 from ._ragged import bucket_length, check_ragged
 from ._training import ChunkStream, steps_per_epoch, training_data
 from ._training.data import spans_buckets
@@ -99,16 +99,7 @@ class Samples:
         self.validate = validate
         self.samples = check_ragged(self.X, n_features=n_features)
         self.n_features = self.samples[0].shape[1]
-        n = len(self.samples)
-        self.weights = check_sample_weight(self.sample_weight, n)
-        if self.weights is not None and not np.all(self.weights > 0):
-            if self.y is None or len(self.y) != n:
-                raise ValueError(f"y has {0 if self.y is None else len(self.y)} entries but X has {n} samples")
-            keep = np.flatnonzero(self.weights > 0)
-            self.samples = [self.samples[i] for i in keep]
-            y = self.y
-            self.y = [y[i] for i in keep] if isinstance(y, (list, tuple)) else np.asarray(y)[keep]
-            self.weights = self.weights[keep]
+        self.samples, self.y, self.weights = drop_zero_weight(self.samples, self.y, self.sample_weight)
         self.lengths = np.array([s.shape[0] for s in self.samples])
 
     def training_set(self, est, Y, rng):
