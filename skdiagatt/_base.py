@@ -26,6 +26,7 @@ __all__ = [
     "check_finite_output",
     "check_sample_weight",
     "drop_zero_weight",
+    "take",
     "standardize_targets",
     "FORMAT_VERSION",
 ]
@@ -120,8 +121,14 @@ def drop_zero_weight(samples, y, sample_weight):
     if y is None or len(y) != n:
         raise ValueError(f"y has {0 if y is None else len(y)} entries but X has {n} samples")
     keep = np.flatnonzero(weights > 0)
-    y = [y[i] for i in keep] if isinstance(y, (list, tuple)) else np.asarray(y)[keep]
-    return [samples[i] for i in keep], y, weights[keep]
+    return take(samples, keep), take(y, keep), weights[keep]
+
+
+def take(values, keep):
+    """The entries ``keep`` of ``values`` (a list stays a list); all of them when ``keep`` is None."""
+    if keep is None or values is None:
+        return values
+    return [values[i] for i in keep] if isinstance(values, (list, tuple)) else np.asarray(values)[keep]
 
 
 def check_labels(y, n_samples):

@@ -282,3 +282,75 @@ def test_baseline_bad_weights_are_named(name, w, err, match):
     X = [np.ones((3, 2)), np.zeros((2, 2)), -np.ones((3, 2)), np.eye(2)]
     with pytest.raises(err, match=match):
         getattr(baselines, name)().fit(X, [0, 1, 0, 1], sample_weight=w)
+
+
+# ------------------------------------------------------------------ fit_chunks
+def _chunked(X, y, w, cuts):
+    """``(X_k, y_k, w_k)`` triples cut at ``cuts``."""
+    edges = [0, *cuts, len(X)]
+    return [(X[a:b], y[a:b], w[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _same(a, b):
+    for k in a.params_:
+        np.testing.assert_array_equal(a.params_[k], b.params_[k], err_msg=k)
+    assert a.loss_curve_ == b.loss_curve_
+
+
+def test_fit_chunks_weights_count_as_in_fit(data):
+    """One chunk is the in-memory fit; weights read in chunks are the weights given with X.
+
+    DiagAtt only: StdAtt and NTK-Attention read chunks through the same
+    source and hooks.  The chunks have one size, so that one program serves.
+    """
+    X, y = data
+    kw = dict(FULL, calibration_iter=0)
+    w = np.linspace(0.5, 2.0, len(X))
+    _same(DiagAttRegressor(**kw).fit(X, y, sample_weight=w), DiagAttRegressor(**kw).fit_chunks(X, y, sample_weight=w))
+    w[6:12], w[18:] = 0.0, 1.0
+    chunks = _chunked(X, y, w, [6, 12, 18])
+    chunks[3] = chunks[3][:2]  # chunks without weights weigh their samples 1
+    by_size = DiagAttRegressor(**kw).fit_chunks(X, y, sample_weight=w, chunk_size=6)
+    _same(by_size, DiagAttRegressor(**kw).fit_chunks(chunks))
+    _same(by_size, DiagAttRegressor(**kw).fit_chunks(chunks[:1] + chunks[2:]))  # weight 0 leaves the chunk out
+
+
+def test_fit_chunks_weight_two_is_the_sample_given_twice(data):
+    """Within each chunk (one minibatch each), weight 2 and a second copy give the same steps and statistics.
+
+    A sample of weight 0 in each chunk is left out of the chunk.
+    """
+    X, y = data
+    kw = dict(FULL, init="mixture", alpha=1e-3, calibration_iter=0)
+    weighted, doubled = [], []
+    for Xk, yk, _ in _chunked(X, y, np.ones(len(X)), [12]):
+        Xd, yd, w = _doubled(Xk, yk, [1, 5])
+        w[3] = 0.0
+        weighted.append((Xk, yk, w))
+        doubled.append(([x for i, x in enumerate(Xd) if i != 3], np.delete(yd, 3)))
+    a, b = DiagAttRegressor(**kw).fit_chunks(weighted), DiagAttRegressor(**kw).fit_chunks(doubled)
+    np.testing.assert_allclose(a.preconditioner_, b.preconditioner_, rtol=1e-10)
+    np.testing.assert_allclose(a.y_scale_, b.y_scale_, rtol=1e-10)
+    _close(a, b, X)
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda e, X, y: e.fit_chunks([(X[:4], y[:4]), (X[4:8], y[4:8], [1.0, -1.0, 1.0, 1.0])]),
+     ValueError, r"chunk 1: sample_weight\[1\] is negative"),
+    (lambda e, X, y: e.fit_chunks([(X[:4], y[:4], [1.0, 1.0, 1.0])]),
+     ValueError, r"chunk 0: sample_weight has shape \(3,\), expected \(4,\)"),
+    (lambda e, X, y: e.fit_chunks([(X[:4], y[:4], np.zeros(4)), (X[4:8], y[4:8], np.zeros(4))]),
+     ValueError, "0 for every sample"),
+    (lambda e, X, y: e.fit_chunks(X, y, sample_weight=np.r_[1.0, np.nan, np.ones(len(X) - 2)], chunk_size=4),
+     ValueError, r"sample_weight\[1\] is not finite"),
+    (lambda e, X, y: e.fit_chunks(X, y, sample_weight=np.ones(3)),
+     ValueError, r"sample_weight has shape \(3,\), expected \(24,\)"),
+    (lambda e, X, y: e.fit_chunks([(X, y)], sample_weight=np.ones(len(X))),
+     ValueError, r"sample_weight is used only with fit_chunks\(X, y"),
+    (lambda e, X, y: e.fit_chunks([(X, y, np.ones(len(X)), None)]),
+     TypeError, r"pair or an \(X, y, w\) triple"),
+])
+def test_fit_chunks_bad_weights_are_named(data, call, err, match):
+    X, y = data
+    with pytest.raises(err, match=match):
+        call(DiagAttRegressor(max_iter=1), X, y)
