@@ -25,6 +25,8 @@ __all__ = [
     "check_targets",
     "check_finite_output",
     "check_sample_weight",
+    "drop_zero_weight",
+    "take",
     "standardize_targets",
     "FORMAT_VERSION",
 ]
@@ -64,8 +66,18 @@ def check_targets(y, n_samples, *, numeric=True):
     return y
 
 
-def check_sample_weight(sample_weight, n_samples):
+def check_sample_weight(sample_weight, n_samples, *, name="sample_weight", nonzero=True):
     """Validate ``sample_weight``: one finite, non-negative number per sample, not all zero.
+
+    Parameters
+    ----------
+    sample_weight : array-like of shape (n_samples,), scalar or None
+    n_samples : int
+    name : str, default="sample_weight"
+        What the error messages call the weights.
+    nonzero : bool, default=True
+        Refuse weights that are 0 for every sample (a chunk of a larger data
+        set may have them).
 
     Returns
     -------
@@ -76,19 +88,47 @@ def check_sample_weight(sample_weight, n_samples):
         return None
     w = np.asarray(sample_weight)
     if w.dtype == object or np.iscomplexobj(w) or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
-        raise TypeError(f"sample_weight must be real numbers, got dtype {w.dtype}")
+        raise TypeError(f"{name} must be real numbers, got dtype {w.dtype}")
     if w.ndim == 0:
         w = np.full(n_samples, w)
     if w.shape != (n_samples,):
-        raise ValueError(f"sample_weight has shape {w.shape}, expected ({n_samples},): one weight per sample")
+        raise ValueError(f"{name} has shape {w.shape}, expected ({n_samples},): one weight per sample")
     w = w.astype(np.float64)
     for bad, what in ((~np.isfinite(w), "is not finite"), (w < 0, "is negative")):
         if np.any(bad):
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"sample_weight[{i}] {what} ({w[i]}); weights must be finite and >= 0")
-    if not np.any(w > 0):
-        raise ValueError("sample_weight is 0 for every sample: there is nothing to fit")
+            raise ValueError(f"{name}[{i}] {what} ({w[i]}); weights must be finite and >= 0")
+    if nonzero and not np.any(w > 0):
+        raise ValueError(f"{name} is 0 for every sample: there is nothing to fit")
     return w
+
+
+def drop_zero_weight(samples, y, sample_weight):
+    """Validate ``sample_weight`` and leave out the samples of weight 0.
+
+    Returns
+    -------
+    samples, y, weights
+        The samples of positive weight, their entries of ``y`` and their
+        weights (:func:`check_sample_weight`; None when ``sample_weight`` is
+        None, every sample kept).  ``y`` (one entry per sample, or None) is
+        checked against the samples before any sample is left out.
+    """
+    weights = check_sample_weight(sample_weight, len(samples))
+    if weights is None or np.all(weights > 0):
+        return samples, y, weights
+    n = len(samples)
+    if y is None or len(y) != n:
+        raise ValueError(f"y has {0 if y is None else len(y)} entries but X has {n} samples")
+    keep = np.flatnonzero(weights > 0)
+    return take(samples, keep), take(y, keep), weights[keep]
+
+
+def take(values, keep):
+    """The entries ``keep`` of ``values`` (a list stays a list); all of them when ``keep`` is None."""
+    if keep is None or values is None:
+        return values
+    return [values[i] for i in keep] if isinstance(values, (list, tuple)) else np.asarray(values)[keep]
 
 
 def check_labels(y, n_samples):

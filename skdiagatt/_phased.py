@@ -120,8 +120,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         """Fixed inputs that shrink the training of ``n`` samples towards its start ``params``."""
         return {}
 
-    def _accumulate_chunk(self, samples, statistics):
-        """Hook of the first pass of ``fit_chunks``: statistics gathered from every chunk."""
+    def _accumulate_chunk(self, samples, statistics, weights=None):
+        """Hook of the first pass of ``fit_chunks``: statistics gathered from every chunk, weighted by ``weights``."""
 
     def _training_form(self, loss_fn, params, frozen, state):
         """The loss and inputs ``fit_loop`` trains (a rescaled form of ``params``, say)."""
@@ -183,7 +183,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         """
         return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
 
-    def fit_chunks(self, chunks, y=None, *, chunk_size=None):
+    def fit_chunks(self, chunks, y=None, *, sample_weight=None, chunk_size=None):
         """Fit on data read one chunk at a time (larger than memory).
 
         The same phases as :meth:`fit`.  The data are read once for the
@@ -191,19 +191,28 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         epoch, one chunk on the device at a time.  An epoch visits the chunks
         in order and, within a chunk, the minibatches that :meth:`fit` forms
         on that chunk; with a single chunk the result is exactly that of
-        :meth:`fit`.  The targets of all chunks are held in memory (they are
-        small).
+        :meth:`fit`.  The targets (and weights) of all chunks are held in
+        memory (they are small).
 
         Parameters
         ----------
-        chunks : list of (X_k, y_k) pairs, callable, or array-like
+        chunks : list of (X_k, y_k) pairs or (X_k, y_k, w_k) triples, callable, or array-like
             A list/tuple of ``(X_k, y_k)`` pairs (``X_k`` a list of 2-D arrays,
-            a 3-D array or a ``np.memmap``); or a callable returning a fresh
-            iterator of such pairs (called once per pass); or, with ``y``, the
-            samples themselves (a 3-D array or memmap, or a list) to be read
+            a 3-D array or a ``np.memmap``), or of ``(X_k, y_k, w_k)``
+            triples whose ``w_k`` weighs the chunk's samples (a chunk
+            without weights weighs its samples 1); or a callable returning a
+            fresh iterator of such chunks (called once per pass); or a
+            ``dask.bag.Bag`` of them or a list of ``dask.delayed`` ones
+            (:mod:`skdiagatt.cluster`); or, with ``y``, the samples
+            themselves (a 3-D array or memmap, or a list) to be read
             ``chunk_size`` samples at a time.
         y : array-like, optional
             Targets of ``chunks`` when it is the samples themselves.
+        sample_weight : array-like of shape (n,) or None, default=None
+            Weights of the samples when ``chunks`` is the samples themselves,
+            read with them ``chunk_size`` at a time; they count as in
+            :meth:`fit` (weight 2: the sample given twice; weight 0: left
+            out), in the loss, the targets' scale and the rows' statistics.
         chunk_size : int, optional
             Samples per chunk when ``y`` is given.
 
@@ -224,7 +233,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         >>> est.predict(Xm[:2]).shape
         (2,)
         """
-        return self._fit(Chunks(chunk_factory(chunks, y, chunk_size)))
+        return self._fit(Chunks(chunk_factory(chunks, y, chunk_size, sample_weight)))
 
     # ---------------------------------------------------------- the one path
     def _fit(self, source, *, incremental=False):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._base import check_sample_weight
+from ._base import check_sample_weight, drop_zero_weight, take
 from ._ragged import bucket_length, check_ragged
 from ._training import ChunkStream, steps_per_epoch, training_data
 from ._training.data import spans_buckets
@@ -43,8 +43,11 @@ class TrainingSet:
         loop counts them itself).
     statistics : dict
         What the estimator's ``_accumulate_chunk`` gathered over a stream.
-    weights : ndarray of shape (n,) or None
-        The training samples' weights (None: all 1).
+    weights : ndarray or None
+        The weights of ``samples`` (None: all 1).
+    weight_total : float or None
+        The sum of every training sample's weight, where ``samples`` holds
+        only some of them (a stream); None: the sum of ``weights``.
     """
 
     samples: list
@@ -54,10 +57,13 @@ class TrainingSet:
     steps_per_epoch: int = None
     statistics: dict = field(default_factory=dict)
     weights: np.ndarray = None
+    weight_total: float = None
 
     @property
     def total_weight(self):
         """How many samples the training set counts as: ``n``, or the sum of the weights."""
+        if self.weight_total is not None:
+            return self.weight_total
         return self.n if self.weights is None else float(self.weights.sum())
 
 
@@ -99,16 +105,7 @@ class Samples:
         self.validate = validate
         self.samples = check_ragged(self.X, n_features=n_features)
         self.n_features = self.samples[0].shape[1]
-        n = len(self.samples)
-        self.weights = check_sample_weight(self.sample_weight, n)
-        if self.weights is not None and not np.all(self.weights > 0):
-            if self.y is None or len(self.y) != n:
-                raise ValueError(f"y has {0 if self.y is None else len(self.y)} entries but X has {n} samples")
-            keep = np.flatnonzero(self.weights > 0)
-            self.samples = [self.samples[i] for i in keep]
-            y = self.y
-            self.y = [y[i] for i in keep] if isinstance(y, (list, tuple)) else np.asarray(y)[keep]
-            self.weights = self.weights[keep]
+        self.samples, self.y, self.weights = drop_zero_weight(self.samples, self.y, self.sample_weight)
         self.lengths = np.array([s.shape[0] for s in self.samples])
 
     def training_set(self, est, Y, rng):
@@ -201,59 +198,88 @@ class Shard(Samples):
         return TrainingSet(start, take(pick), n, _loop(est, data, n, rng, None), None, statistics)
 
 
+def _unpack(k, chunk):
+    """``(X_k, y_k, w_k)`` of chunk ``k``, an ``(X, y)`` pair (``w_k`` None) or an ``(X, y, w)`` triple."""
+    try:
+        parts = tuple(chunk)
+    except TypeError:
+        parts = ()
+    if len(parts) not in (2, 3):
+        raise TypeError(f"chunk {k} is not an (X, y) pair or an (X, y, w) triple")
+    return parts if len(parts) == 3 else (*parts, None)
+
+
 class Chunks:
-    """``(X_k, y_k)`` chunks read one at a time from ``make()`` (see :func:`chunk_factory`)."""
+    """``(X_k, y_k)`` or ``(X_k, y_k, w_k)`` chunks read one at a time from ``make()`` (see :func:`chunk_factory`).
+
+    ``w_k`` weighs the samples of the chunk as ``sample_weight`` weighs those
+    of :class:`Samples`: samples of weight 0 are left out, every other
+    sample's weight enters the loss, the target scale and the row
+    statistics.  A chunk without weights weighs its samples 1.
+    """
 
     classes = None
-    weights = None
 
     def __init__(self, make):
         self.make = make
 
     def read(self, est, n_features, *, validate):
-        """First pass over the chunks: validate, count rows, gather targets and ``est``'s statistics."""
+        """First pass over the chunks: validate, count rows, gather targets, weights and ``est``'s statistics."""
         if validate:
             raise ValueError(
                 "early_stopping is not available with fit_chunks: hold out a validation "
                 "set yourself and compare est.score on it"
             )
-        self.statistics, sizes, lengths, parts = {}, [], [], []
-        for k, pair in enumerate(self.make()):
-            try:
-                Xk, yk = pair
-            except (TypeError, ValueError):
-                raise TypeError(f"chunk {k} is not an (X, y) pair") from None
+        self.statistics, self.sizes, self.keep, lengths, parts, weights = {}, [], [], [], [], []
+        for k, chunk in enumerate(self.make()):
+            Xk, yk, wk = _unpack(k, chunk)
             samples = check_ragged(Xk, n_features=n_features, name=f"chunk {k}: X")
             n_features = samples[0].shape[1]
             if yk is None or len(yk) != len(samples):
                 got = "no y" if yk is None else f"{len(yk)} targets"
                 raise ValueError(f"chunk {k} has {len(samples)} samples but {got}")
-            lengths.append(np.array([s.shape[0] for s in samples]))
-            sizes.append(len(samples))
+            wk = check_sample_weight(wk, len(samples), name=f"chunk {k}: sample_weight", nonzero=False)
+            keep = None if wk is None or np.all(wk > 0) else np.flatnonzero(wk > 0)
+            self.sizes.append(len(samples))
+            self.keep.append(keep)
+            samples, yk, wk = take(samples, keep), take(yk, keep), take(wk, keep)
+            lengths.append(np.array([s.shape[0] for s in samples], dtype=np.int64))
             parts.append(yk)
-            est._accumulate_chunk(samples, self.statistics)
-        if not sizes:
+            weights.append(wk)
+            if samples:
+                est._accumulate_chunk(samples, self.statistics, wk)
+        if not self.sizes:
             raise ValueError("chunks is empty: no samples to fit")
+        if not any(map(len, lengths)):
+            raise ValueError("sample_weight is 0 for every sample: there is nothing to fit")
         self.n_features, self.chunk_lengths = n_features, lengths
         self.lengths = np.concatenate(lengths)
         if all(isinstance(p, (list, tuple)) for p in parts):
             self.y = [v for p in parts for v in p]  # row-level targets stay a list
         else:
             self.y = np.concatenate([np.asarray(p) for p in parts])
+        self.weights = None if all(w is None for w in weights) else np.concatenate(
+            [np.ones(len(lk)) if w is None else w for lk, w in zip(lengths, weights)])
 
     def training_set(self, est, Y, rng):
-        """A :class:`~skdiagatt._training.ChunkStream` over the chunks, with their encoded targets.
+        """A :class:`~skdiagatt._training.ChunkStream` over the chunks, with their encoded targets and weights.
 
-        Chunks are validated again as they are read (the source may change).
+        Chunks are validated again as they are read (the source may change,
+        but not its number of samples per chunk).
         """
-        make, d = self.make, self.n_features
+        make, d, W = self.make, self.n_features, self.weights
 
         def batches():
             offset = 0
-            for k, (Xk, _) in enumerate(make()):
-                samples = check_ragged(Xk, n_features=d, name=f"chunk {k}: X")
-                yield samples, Y[offset : offset + len(samples)]
-                offset += len(samples)
+            for k, chunk in enumerate(make()):
+                samples = check_ragged(_unpack(k, chunk)[0], n_features=d, name=f"chunk {k}: X")
+                if len(samples) != self.sizes[k]:
+                    raise ValueError(f"chunk {k} has {len(samples)} samples, {self.sizes[k]} on the first pass")
+                samples = take(samples, self.keep[k])
+                end = offset + len(samples)
+                if samples:  # a chunk of weight 0 only has nothing to train
+                    yield samples, Y[offset:end], None if W is None else W[offset:end]
+                offset = end
 
         n = len(self.lengths)
         stream = ChunkStream(batches, pack=est._pack, growth=est._bucket_growth)
@@ -261,21 +287,25 @@ class Chunks:
         per_epoch = sum(steps_per_epoch(lengths, loop["batch_size"], est._pack, est._bucket_growth)
                         for lengths in self.chunk_lengths)
         start = self.statistics.get("start_samples", [])
-        return TrainingSet(start, Y[: len(start)], n, loop, per_epoch, self.statistics)
+        return TrainingSet(start, Y[: len(start)], n, loop, per_epoch, self.statistics,
+                           None if W is None else W[: len(start)], None if W is None else float(W.sum()))
 
 
-def chunk_factory(chunks, y=None, chunk_size=None):
+def chunk_factory(chunks, y=None, chunk_size=None, sample_weight=None):
     """Normalise the chunk sources that ``fit_chunks`` accepts to a re-callable reader.
 
     Parameters
     ----------
-    chunks : list or tuple of (X_k, y_k) pairs, or a callable, or array-like
-        * a list/tuple of pairs, each ``X_k`` a list of 2-D arrays or a 3-D
-          array (``np.memmap`` included) and ``y_k`` its targets;
-        * a callable ``chunks()`` returning a fresh iterator of such pairs
+    chunks : list or tuple of chunks, or a callable, or array-like
+        A chunk is an ``(X_k, y_k)`` pair or an ``(X_k, y_k, w_k)`` triple:
+        ``X_k`` a list of 2-D arrays or a 3-D array (``np.memmap``
+        included), ``y_k`` its targets and ``w_k`` its samples' weights.
+
+        * a list/tuple of chunks;
+        * a callable ``chunks()`` returning a fresh iterator of chunks
           (called once per pass over the data, so generators work);
-        * a ``dask.bag.Bag`` whose elements are such pairs, or a list of
-          ``dask.delayed`` pairs: each pass computes them one at a time, in
+        * a ``dask.bag.Bag`` whose elements are chunks, or a list of
+          ``dask.delayed`` chunks: each pass computes them one at a time, in
           order (:func:`skdiagatt.cluster.iter_dask_chunks`);
         * with ``y`` given: the samples ``X`` themselves (a 3-D array or
           memory-mapped array, or a list), read ``chunk_size`` samples at a
@@ -283,17 +313,20 @@ def chunk_factory(chunks, y=None, chunk_size=None):
     y : array-like or list, optional
     chunk_size : int, optional
         Samples per chunk when ``y`` is given (default: all).
+    sample_weight : array-like of shape (n,), optional
+        The samples' weights when ``y`` is given, read with them.
 
     Returns
     -------
     callable
-        ``make()`` -> iterator of ``(X_k, y_k)``.
+        ``make()`` -> iterator of ``(X_k, y_k)`` pairs or ``(X_k, y_k, w_k)`` triples.
     """
     if y is not None:
         X = chunks
         n = len(X)
         if len(y) != n:
             raise ValueError(f"y has {len(y)} entries but X has {n} samples")
+        w = check_sample_weight(sample_weight, n)
         if chunk_size is not None and (
             not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size < 1
         ):
@@ -302,11 +335,17 @@ def chunk_factory(chunks, y=None, chunk_size=None):
 
         def make():
             for start in range(0, n, size):
-                yield X[start : start + size], y[start : start + size]
+                part = slice(start, start + size)
+                yield (X[part], y[part]) if w is None else (X[part], y[part], w[part])
 
         return make
     if chunk_size is not None:
         raise ValueError("chunk_size is used only with fit_chunks(X, y, chunk_size=...)")
+    if sample_weight is not None:
+        raise ValueError(
+            "sample_weight is used only with fit_chunks(X, y, sample_weight=...); chunks carry "
+            "their own weights as (X, y, w) triples"
+        )
     from .cluster import _dask_reader  # here: cluster imports the estimators
 
     # Before the callable case: a dask.delayed object is callable too.
@@ -316,12 +355,12 @@ def chunk_factory(chunks, y=None, chunk_size=None):
     if callable(chunks):
         return chunks
     if isinstance(chunks, (list, tuple)):
-        for k, pair in enumerate(chunks):
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-                raise TypeError(f"chunks[{k}] must be an (X, y) pair")
+        for k, chunk in enumerate(chunks):
+            if not (isinstance(chunk, (list, tuple)) and len(chunk) in (2, 3)):
+                raise TypeError(f"chunks[{k}] must be an (X, y) pair or an (X, y, w) triple")
         return lambda: iter(chunks)
     raise TypeError(
-        "chunks must be a list of (X, y) pairs, a callable returning an iterator of "
-        "(X, y) pairs, a Dask bag or list of delayed (X, y) pairs, or the samples X "
-        "with y=... (and chunk_size=...)"
+        "chunks must be a list of (X, y) pairs or (X, y, w) triples, a callable returning an "
+        "iterator of them, a Dask bag or list of delayed ones, or the samples X with y=... "
+        "(and chunk_size=..., sample_weight=...)"
     )

@@ -69,8 +69,8 @@ class TwoPhaseEstimator(PhasedEstimator):
     def _initial_params(self, d, t, constants, train, rng):
         return self._start(self._init_params(d, t, rng), train, constants["c"], constants["S"], rng)
 
-    def _accumulate_chunk(self, samples, statistics):
-        M, rows = second_moment(samples)
+    def _accumulate_chunk(self, samples, statistics, weights=None):
+        M, rows = second_moment(samples, weights)
         statistics["M"] = statistics.get("M", 0.0) + M
         statistics["rows"] = statistics.get("rows", 0) + rows
 

@@ -236,20 +236,20 @@ def _dask_reader(chunks):
         return make
     if _is_collection(chunks):
         raise TypeError(
-            "a Dask source of chunks must be a dask.bag.Bag of (X, y) pairs or a list of "
-            f"dask.delayed (X, y) pairs, got a {type(chunks).__name__}"
+            "a Dask source of chunks must be a dask.bag.Bag of (X, y) pairs or (X, y, w) triples, "
+            f"or a list of dask.delayed ones, got a {type(chunks).__name__}"
         )
 
     def make():
         for chunk in chunks:
-            # compute() walks (X, y) tuples: a delayed pair, or a pair of delayed parts.
+            # compute() walks tuples: a delayed chunk, or a chunk of delayed parts.
             yield dask.compute(chunk)[0]
 
     return make
 
 
 def iter_dask_chunks(source):
-    """Iterate over the ``(X_k, y_k)`` chunks of a Dask source, in order, computing one at a time.
+    """Iterate over the chunks of a Dask source, in order, computing one at a time.
 
     ``fit_chunks`` reads such a source itself; this is the loop for
     ``partial_fit``.  Chunks are computed with Dask's current scheduler (on the
@@ -259,13 +259,15 @@ def iter_dask_chunks(source):
     Parameters
     ----------
     source : dask.bag.Bag or list
-        A bag whose elements are ``(X_k, y_k)`` pairs, or a list of
-        ``dask.delayed`` pairs (or of pairs of delayed parts).
+        A bag whose elements are ``(X_k, y_k)`` pairs or ``(X_k, y_k, w_k)``
+        triples (``w_k`` the samples' weights), or a list of ``dask.delayed``
+        ones (or of ones made of delayed parts).
 
     Yields
     ------
-    X_k, y_k
-        The computed chunk.
+    X_k, y_k[, w_k]
+        The computed chunk, as the source holds it: pass ``w_k`` to
+        ``partial_fit(X_k, y_k, sample_weight=w_k)``.
 
     Examples
     --------
@@ -284,7 +286,7 @@ def iter_dask_chunks(source):
     make = _dask_reader(source)
     if make is None:
         raise TypeError(
-            "source must be a dask.bag.Bag of (X, y) pairs or a list of dask.delayed (X, y) "
-            f"pairs, got {type(source).__name__}"
+            "source must be a dask.bag.Bag of (X, y) pairs or (X, y, w) triples, or a list of "
+            f"dask.delayed ones, got {type(source).__name__}"
         )
     return make()

@@ -223,8 +223,8 @@ class _DiagAttBase(TwoPhaseEstimator):
             self.start_ = self.__dict__.pop("_chosen_start")
         return self
 
-    def _accumulate_chunk(self, samples, statistics):
-        super()._accumulate_chunk(samples, statistics)
+    def _accumulate_chunk(self, samples, statistics, weights=None):
+        super()._accumulate_chunk(samples, statistics, weights)
         # Whole chunks until the mixture of the start has its samples: with
         # one chunk, the same samples (and draws) as fit.
         held = statistics.setdefault("start_samples", [])

@@ -218,6 +218,20 @@ def test_partial_fit_over_a_bag_is_the_in_memory_loop(data, shards):
     _same(a, b)
 
 
+def test_weighted_chunks_from_dask_sources(data):
+    """``(X, y, w)`` triples read from a bag or delayed objects are the triples held in memory."""
+    X, y = data
+    w = np.linspace(0.5, 2.0, len(X))  # chunks of the shape the tests above compiled
+    triples = [(X[i : i + 12], y[i : i + 12], w[i : i + 12]) for i in range(0, len(X), 12)]
+    reference = DiagAttRegressor(**FAST).fit_chunks(triples)
+    with dask.config.set(scheduler="sync"):
+        bag = db.from_sequence(triples, npartitions=2)
+        _same(reference, DiagAttRegressor(**FAST).fit_chunks(bag))
+        _same(reference, DiagAttRegressor(**FAST).fit_chunks([dask.delayed(t) for t in triples]))
+        Xk, yk, wk = next(iter_dask_chunks(bag))  # for partial_fit(Xk, yk, sample_weight=wk)
+    np.testing.assert_array_equal(wk, w[:12])
+
+
 def test_fit_chunks_reads_on_the_cluster(client, data, shards):
     reference = DiagAttRegressor(**FAST).fit_chunks(_in_memory(data))
     bag = db.from_sequence(shards, npartitions=4).map(_load)  # computed by the workers

@@ -208,9 +208,10 @@ class ChunkStream:
     Parameters
     ----------
     make_iter : callable
-        ``make_iter()`` returns a fresh iterator of ``(samples, targets)``
-        pairs, one per chunk, as :func:`training_data` takes them; it is
-        called once per epoch, so the source is read again every epoch.
+        ``make_iter()`` returns a fresh iterator of ``(samples, targets,
+        weights)`` triples, one per chunk, as :func:`training_data` takes
+        them (``weights`` None: all 1); it is called once per epoch, so the
+        source is read again every epoch.
     pack, growth
         Passed to :func:`training_data` for every chunk.
 
@@ -226,8 +227,8 @@ class ChunkStream:
         self.growth = growth
 
     def __iter__(self):
-        for samples, targets in self.make_iter():
-            yield training_data(samples, targets, self.pack, self.growth)
+        for samples, targets, weights in self.make_iter():
+            yield training_data(samples, targets, self.pack, self.growth, weights)
 
 
 def epoch_chunks(data):

@@ -3,15 +3,17 @@
 Problem, for a design ``X`` (n, G * g) whose columns form G consecutive groups
 of g columns, coefficients ``B`` (G * g, t) and an unpenalized intercept ``b`` (t,):
 
-    minimize  (1/n) sum_i loss(y_i, x_i B + b)  +  alpha * sum_j w_j ||B_j||_F
+    minimize  sum_i v_i loss(y_i, x_i B + b)  +  alpha * sum_j w_j ||B_j||_F
 
-with ``w_j = sqrt(g)`` (Yuan and Lin, 2006) and ``loss`` one of
+with ``w_j = sqrt(g)`` (Yuan and Lin, 2006), ``v_i`` the sample weights
+normalized to sum 1 (``1/n`` by default: the mean loss; a sample of weight 2
+counts as two copies of it) and ``loss`` one of
 
 - ``"squared"``:     ``1/2 ||y - z||^2``                (y real, t >= 1);
 - ``"logistic"``:    ``log(1 + e^z) - y z``             (y in {0, 1}, t = 1);
 - ``"multinomial"``: ``logsumexp(z) - <y, z>``          (y one-hot, t = C).
 
-Method.  Columns are centred once (the intercept then decouples from the
+Method.  Columns are centred once, by their weighted mean (the intercept then decouples from the
 groups up to the loss's curvature).  For each ``alpha`` a *working set* of
 groups is solved by FISTA with backtracking and adaptive restart (Beck and
 Teboulle, 2009; O'Donoghue and Candes, 2015); the full gradient then checks the
@@ -45,25 +47,40 @@ LOSSES = ("squared", "logistic", "multinomial")
 _CURVATURE = {"squared": 1.0, "logistic": 0.25, "multinomial": 0.5}
 
 
-def _loss(z, Y, loss):
-    """Mean loss over samples of the predictor ``z`` (n, t)."""
-    n = z.shape[0]
+def _mean_weights(sample_weight):
+    """The weights ``v`` of the mean loss, summing to 1; None for the plain mean."""
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight, dtype=np.float64)
+    return w / w.sum()
+
+
+def _mean(per_sample, v):
+    """``sum_i v_i a_i`` over the first axis (the plain mean when ``v`` is None)."""
+    return per_sample.mean(axis=0) if v is None else v @ per_sample
+
+
+def _loss(z, Y, loss, v=None):
+    """Mean loss over samples of the predictor ``z`` (n, t), weighted by ``v`` (see :func:`_mean_weights`)."""
     if loss == "squared":
         r = z - Y
-        return 0.5 * float(np.sum(r * r)) / n
-    if loss == "logistic":
-        return float(np.sum(np.logaddexp(0.0, z) - Y * z)) / n
-    return float(np.sum(logsumexp(z, axis=1) - np.sum(Y * z, axis=1))) / n
+        per = 0.5 * np.sum(r * r, axis=1)
+    elif loss == "logistic":
+        per = np.sum(np.logaddexp(0.0, z) - Y * z, axis=1)
+    else:
+        per = logsumexp(z, axis=1) - np.sum(Y * z, axis=1)
+    return float(_mean(per, v))
 
 
-def _dloss(z, Y, loss):
-    """Derivative of the mean loss in ``z``, shape (n, t)."""
-    n = z.shape[0]
+def _dloss(z, Y, loss, v=None):
+    """Derivative of the (weighted) mean loss in ``z``, shape (n, t)."""
     if loss == "squared":
-        return (z - Y) / n
-    if loss == "logistic":
-        return (expit(z) - Y) / n
-    return (softmax(z, axis=1) - Y) / n
+        g = z - Y
+    elif loss == "logistic":
+        g = expit(z) - Y
+    else:
+        g = softmax(z, axis=1) - Y
+    return g / z.shape[0] if v is None else g * v[:, None]
 
 
 def _group_norms(M, group_size):
@@ -79,8 +96,8 @@ def _prox(M, thresh, group_size):
     return (M.reshape(norms.size, group_size, -1) * scale[:, None, None]).reshape(M.shape)
 
 
-def center(X, copy=True):
-    """Centre the columns of ``X``.
+def center(X, copy=True, sample_weight=None):
+    """Centre the columns of ``X`` at their (weighted) mean.
 
     Returns
     -------
@@ -88,14 +105,14 @@ def center(X, copy=True):
     mean : ndarray of shape (D,)
     """
     X = np.array(X, dtype=np.float64, copy=copy)
-    mean = X.mean(axis=0)
+    mean = _mean(X, _mean_weights(sample_weight))
     X -= mean
     return X, mean
 
 
-def intercept_only(Y, loss):
+def intercept_only(Y, loss, sample_weight=None):
     """Optimal intercept with every group at zero, shape (t,)."""
-    m = Y.mean(axis=0)
+    m = _mean(Y, _mean_weights(sample_weight))
     if loss == "squared":
         return m
     if loss == "logistic":
@@ -109,7 +126,7 @@ def _weights(n_groups, group_size):
     return np.full(n_groups, np.sqrt(group_size))
 
 
-def alpha_max(Xc, Y, group_size, loss):
+def alpha_max(Xc, Y, group_size, loss, sample_weight=None):
     """Smallest ``alpha`` at which every group is zero.
 
     Parameters
@@ -119,14 +136,16 @@ def alpha_max(Xc, Y, group_size, loss):
     Y : ndarray of shape (n, t)
     group_size : int
     loss : {"squared", "logistic", "multinomial"}
+    sample_weight : ndarray of shape (n,), optional
+        Non-negative weights of the samples in the loss, not all zero.
 
     Returns
     -------
     float
     """
     n = Xc.shape[0]
-    c = intercept_only(Y, loss)
-    grad = Xc.T @ _dloss(np.broadcast_to(c, (n, Y.shape[1])), Y, loss)
+    c = intercept_only(Y, loss, sample_weight)
+    grad = Xc.T @ _dloss(np.broadcast_to(c, (n, Y.shape[1])), Y, loss, _mean_weights(sample_weight))
     G = Xc.shape[1] // group_size
     return float(np.max(_group_norms(grad, group_size) / _weights(G, group_size)))
 
@@ -135,8 +154,11 @@ def _cols(groups, group_size):
     return (groups[:, None] * group_size + np.arange(group_size)[None, :]).ravel()
 
 
-def _top_eig(A, n_iter=30):
-    """Largest eigenvalue of ``A^T A / n`` (power iteration, deterministic start)."""
+def _top_eig(A, v_mean=None, n_iter=30):
+    """Largest eigenvalue of ``A^T V A`` (power iteration, deterministic start).
+
+    ``V`` is the diagonal of the mean's weights ``v_mean`` (``1/n`` when None).
+    """
     n, k = A.shape
     if k == 0:
         return 0.0
@@ -144,7 +166,8 @@ def _top_eig(A, n_iter=30):
     v /= np.linalg.norm(v)
     lam = 0.0
     for _ in range(n_iter):
-        w = A.T @ (A @ v) / n
+        Av = A @ v
+        w = A.T @ (Av / n if v_mean is None else v_mean * Av)
         lam = float(np.linalg.norm(w))
         if lam == 0.0:
             return 0.0
@@ -152,22 +175,24 @@ def _top_eig(A, n_iter=30):
     return lam
 
 
-def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter):
+def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter, v=None):
     """FISTA with backtracking and adaptive restart on the working-set design ``Xw``.
+
+    ``v``: the weights of the mean loss (:func:`_mean_weights`).
 
     Returns
     -------
     B, c, n_iter, converged
     """
-    L = _CURVATURE[loss] * max(_top_eig(Xw), 1.0)
+    L = _CURVATURE[loss] * max(_top_eig(Xw, v), 1.0)
     x, cx = B, c
     zx = Xw @ x
     y, cy, zy = x, cx, zx
     t = 1.0
     for it in range(1, max_iter + 1):
         zfull = zy + cy
-        f_y = _loss(zfull, Y, loss)
-        Gz = _dloss(zfull, Y, loss)
+        f_y = _loss(zfull, Y, loss, v)
+        Gz = _dloss(zfull, Y, loss, v)
         gB = Xw.T @ Gz
         gc = Gz.sum(axis=0)
         while True:
@@ -177,7 +202,7 @@ def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter):
             dx, dc = xn - y, cn - cy
             quad = float(np.sum(gB * dx) + np.sum(gc * dc))
             sq = float(np.sum(dx * dx) + np.sum(dc * dc))
-            f_n = _loss(zn + cn, Y, loss)
+            f_n = _loss(zn + cn, Y, loss, v)
             if f_n <= f_y + quad + 0.5 * L * sq + 1e-12 * max(1.0, abs(f_y)):
                 break
             L *= 2.0
@@ -212,6 +237,7 @@ def group_lasso(
     tol=1e-6,
     max_iter=5000,
     alpha_scale=None,
+    sample_weight=None,
 ):
     """Solve the group lasso at one ``alpha`` (absolute penalty).
 
@@ -239,6 +265,9 @@ def group_lasso(
         FISTA iterations per working-set solve.
     alpha_scale : float, optional
         Scale of ``tol``; default :func:`alpha_max` (1 if that is 0).
+    sample_weight : ndarray of shape (n,), optional
+        Non-negative weights of the samples in the loss, not all zero; ``Xc``
+        must be centred with the same weights.
 
     Returns
     -------
@@ -255,19 +284,20 @@ def group_lasso(
     t = Y.shape[1]
     G = D // group_size
     w = _weights(G, group_size)
-    amax = alpha_max(Xc, Y, group_size, loss)
+    v = _mean_weights(sample_weight)
+    amax = alpha_max(Xc, Y, group_size, loss, sample_weight)
     scale = alpha_scale if alpha_scale is not None else (amax if amax > 0 else 1.0)
     tol_abs = tol * scale
     if alpha >= amax:
         # Every group is zero (exactly, not up to rounding in the prox).
-        return np.zeros((D, t)), intercept_only(Y, loss), {
+        return np.zeros((D, t)), intercept_only(Y, loss, sample_weight), {
             "n_iter": 0, "converged": True, "working_set": 0,
         }
     B = np.zeros((D, t)) if coef_init is None else np.array(coef_init, dtype=np.float64)
-    c = intercept_only(Y, loss) if intercept_init is None else np.array(intercept_init, float)
+    c = intercept_only(Y, loss, sample_weight) if intercept_init is None else np.array(intercept_init, float)
 
     # Strong rule from the gradient at the starting point.
-    grad = Xc.T @ _dloss(Xc @ B + c, Y, loss)
+    grad = Xc.T @ _dloss(Xc @ B + c, Y, loss, v)
     prev = amax if alpha_prev is None else max(alpha_prev, alpha)
     norms = _group_norms(grad, group_size)
     active = _group_norms(B, group_size) > 0
@@ -278,12 +308,12 @@ def group_lasso(
         cols = _cols(groups, group_size)
         Xw = Xc if groups.size == G else Xc[:, cols]
         Bw, c, it, converged = _fista(
-            Xw, Y, B[cols], c, alpha * w[groups], group_size, loss, tol_abs, max_iter
+            Xw, Y, B[cols], c, alpha * w[groups], group_size, loss, tol_abs, max_iter, v
         )
         total_iter += it
         B = np.zeros((D, t))
         B[cols] = Bw
-        grad = Xc.T @ _dloss(Xw @ Bw + c, Y, loss)
+        grad = Xc.T @ _dloss(Xw @ Bw + c, Y, loss, v)
         viol = (~work) & (_group_norms(grad, group_size) > alpha * w + tol_abs)
         if not viol.any():
             break
@@ -300,7 +330,7 @@ def group_lasso(
 
 def group_lasso_path(
     Xc, Y, group_size, *, loss="squared", alphas=None, n_alphas=10, eps=1e-2, tol=1e-6,
-    max_iter=5000,
+    max_iter=5000, sample_weight=None,
 ):
     """Solutions along a decreasing sequence of penalties, warm-started.
 
@@ -314,7 +344,7 @@ def group_lasso_path(
     alphas : sequence of float, optional
         Absolute penalties (sorted decreasing here).  Default: ``n_alphas``
         values log-spaced from :func:`alpha_max` down to ``eps`` times it.
-    n_alphas, eps, tol, max_iter
+    n_alphas, eps, tol, max_iter, sample_weight
         As above and in :func:`group_lasso`.
 
     Returns
@@ -324,7 +354,7 @@ def group_lasso_path(
     intercepts : ndarray of shape (k, t)
         Intercepts of the centred problem.
     """
-    amax = alpha_max(Xc, Y, group_size, loss)
+    amax = alpha_max(Xc, Y, group_size, loss, sample_weight)
     if alphas is None:
         alphas = amax * np.logspace(0, np.log10(eps), n_alphas)
     alphas = np.sort(np.asarray(alphas, dtype=float))[::-1]
@@ -333,7 +363,7 @@ def group_lasso_path(
     for a in alphas:
         B, c, _ = group_lasso(
             Xc, Y, group_size, a, loss=loss, coef_init=B, intercept_init=c, alpha_prev=prev,
-            tol=tol, max_iter=max_iter, alpha_scale=amax if amax > 0 else 1.0,
+            tol=tol, max_iter=max_iter, alpha_scale=amax if amax > 0 else 1.0, sample_weight=sample_weight,
         )
         prev = a
         coefs.append(B)
@@ -341,12 +371,12 @@ def group_lasso_path(
     return alphas, np.stack(coefs), np.stack(intercepts)
 
 
-def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared"):
+def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared", sample_weight=None):
     """Largest violation of the optimality conditions, over groups and intercept.
 
     For a group with ``B_j != 0``: ``||X_j^T g + alpha w_j B_j / ||B_j|| ||``; for
     ``B_j = 0``: ``max(0, ||X_j^T g|| - alpha w_j)``; for the intercept ``|sum g|``;
-    ``g`` is the derivative of the mean loss in the predictor.
+    ``g`` is the derivative of the (weighted) mean loss in the predictor.
 
     Parameters
     ----------
@@ -358,13 +388,15 @@ def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared"):
     alpha : float
     group_size : int
     loss : str
+    sample_weight : ndarray of shape (n,), optional
+        The weights the solution was fitted with.
 
     Returns
     -------
     float
     """
     X = np.asarray(X, dtype=np.float64)
-    Gz = _dloss(X @ coef + intercept, Y, loss)
+    Gz = _dloss(X @ coef + intercept, Y, loss, _mean_weights(sample_weight))
     grad = X.T @ Gz
     G = coef.shape[0] // group_size
     w = _weights(G, group_size)

@@ -14,7 +14,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets
+from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
 from .._params import Boolean, Either, Integer, Options, Real
 from .._ragged import check_ragged
 from . import _group_lasso_solver as solver
@@ -69,14 +69,15 @@ class _GroupLassoBase(MatrixSampleEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "coef_")
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight):
         self._validate_parameters()
         samples = check_ragged(X, dtype=np.float64)
+        samples, y, w = drop_zero_weight(samples, y, sample_weight)
         n, d = len(samples), samples[0].shape[1]
         P = self.n_rows if self.n_rows is not None else max(s.shape[0] for s in samples)
         Y, loss, meta = self._encode_targets(y, n)
-        Xc, mean = solver.center(_flatten(samples, P), copy=False)
-        amax = solver.alpha_max(Xc, Y, d, loss)
+        Xc, mean = solver.center(_flatten(samples, P), copy=False, sample_weight=w)
+        amax = solver.alpha_max(Xc, Y, d, loss, w)
         penalty = self.alpha * amax
         init, prev = None, None
         warm = (
@@ -99,6 +100,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
             tol=self.tol,
             max_iter=self.max_iter,
             alpha_scale=amax if amax > 0 else 1.0,
+            sample_weight=w,
         )
         self.coef_ = B.reshape(P, d, -1)
         self.intercept_ = c - mean @ B
@@ -162,7 +164,8 @@ _GL_PARAMS_DOC = """
         every group is zero (so ``alpha >= 1`` gives the intercept-only model
         and a grid of fractions means the same on every data set).  The
         absolute penalty is ``penalty_ = alpha * alpha_max_`` on
-        ``sum_j sqrt(d) ||B_j||`` and the mean loss.
+        ``sum_j sqrt(d) ||B_j||`` and the mean loss (weighted by
+        ``sample_weight`` in ``fit``).
     n_rows : int or None, default=None
         Row positions with a coefficient block (``n_rows_``): every sample is
         zero-padded to this many rows; None uses the longest sample of
@@ -189,7 +192,8 @@ class GroupLassoRegressor(RegressorMixin, _GroupLassoBase):
         """Group-lasso regression with the rows of zero-padded samples as groups.
 
     ``y ~ b + sum_j <x_j, B_j>`` over row positions j, fitted by minimising
-    ``1/(2n) ||y - z||^2 + penalty_ * sum_j sqrt(d) ||B_j||``.
+    ``1/(2n) ||y - z||^2 + penalty_ * sum_j sqrt(d) ||B_j||`` (with
+    ``sample_weight``, the weighted mean ``sum_i w_i (y_i - z_i)^2 / (2 sum_i w_i)``).
 """
         + _GL_PARAMS_DOC
         + """
@@ -224,19 +228,24 @@ class GroupLassoRegressor(RegressorMixin, _GroupLassoBase):
     def _set_target_meta(self, meta):
         self._y_ndim = meta
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the mean loss (the column means that
+            centre the design, and so ``alpha_max_``, use them too): weight
+            2 counts a sample as if it were given twice.  Samples of weight
+            0 are left out (also from the default ``n_rows``).
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def predict(self, X):
         """Predicted responses, shape (n,) or (n, n_targets)."""
@@ -287,19 +296,24 @@ class GroupLassoClassifier(ClassifierMixin, _GroupLassoBase):
     def _set_target_meta(self, classes):
         self.classes_ = classes
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the mean loss (the column means that
+            centre the design, and so ``alpha_max_``, use them too): weight
+            2 counts a sample as if it were given twice.  Samples of weight
+            0 are left out (also from the default ``n_rows`` and ``classes_``).
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def decision_function(self, X):
         """Logits: shape (n,) for two classes (positive = ``classes_[1]``), else (n, n_classes)."""

@@ -6,6 +6,8 @@ the background, the others as signal components.  Each sample's signal rows are
 the rows most probably drawn from the signal components.  Step 2 regresses the
 response on the selected rows (concatenated in a fixed order) with a linear or
 logistic model (the DiagAtt paper, Section 5: "Two-Step").
+
+``sample_weight`` weighs the samples of step 2 only (see the estimators' Notes).
 """
 
 import numpy as np
@@ -17,7 +19,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets
+from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
 from .._params import Anything, Either, Integer, Options, Real
 from .._ragged import check_ragged
 
@@ -127,9 +129,10 @@ class _TwoStepBase(MatrixSampleEstimator):
     def _features(samples, rows):
         return np.stack([s[r].ravel() for s, r in zip(samples, rows)])
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight):
         self._validate_parameters()
         samples = self._samples(X, reset=True)
+        samples, y, w = drop_zero_weight(samples, y, sample_weight)
         target = self._encode_targets(y, len(samples))
         rng = check_random_state(self.random_state)
         pooled = np.concatenate(samples)
@@ -149,7 +152,7 @@ class _TwoStepBase(MatrixSampleEstimator):
         self.signal_components_ = np.setdiff1d(np.arange(K), [self.background_component_])
         self.n_features_in_ = samples[0].shape[1]
         rows, _ = self._selection(samples)
-        self.model_ = self._make_model().fit(self._features(samples, rows), target)
+        self.model_ = self._make_model().fit(self._features(samples, rows), target, sample_weight=w)
         return self
 
     def _predict_features(self, X):
@@ -220,6 +223,18 @@ _TS_PARAMS_DOC = """
     reg_covar : float, default=1e-6
     random_state : int, RandomState instance or None
         Row subsample and mixture initialisation.
+
+    Notes
+    -----
+    ``sample_weight`` in ``fit`` weighs the samples of the second step only
+    (as scikit-learn's estimator of that step weighs them): the mixture of
+    step 1 models the rows without the response and takes no weights, so it
+    is fitted on the rows of every sample of positive weight, each row once.
+    A sample of weight 2 therefore counts twice in the regression, and once
+    in the mixture, where a second copy of it would count twice; with
+    components as well separated as the selection needs, both select the
+    same rows and fit the same second step.  Samples of weight 0 are left
+    out of both steps.
 """
 
 
@@ -286,19 +301,22 @@ class TwoStepRegressor(RegressorMixin, _TwoStepBase):
     def _make_model(self):
         return Ridge(alpha=self.alpha)
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the mixture, select rows, fit the regression.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,) or (n, n_targets)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the ridge regression; samples of weight 0
+            are left out (see Notes).
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def predict(self, X):
         """Predicted responses, shape (n,) or (n, n_targets)."""
@@ -371,19 +389,22 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
     def _make_model(self):
         return LogisticRegression(C=self.C, max_iter=1000)
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the mixture, select rows, fit the logistic regression.
 
         Parameters
         ----------
         X : list of array-like of shape (p_i, n_features), or array of shape (n, p, n_features)
         y : array-like of shape (n,)
+        sample_weight : array-like of shape (n,) or None, default=None
+            Each sample's weight in the logistic regression; samples of
+            weight 0 are left out (see Notes).
 
         Returns
         -------
         self
         """
-        self._fit(X, y)
+        self._fit(X, y, sample_weight)
         self.classes_ = self.model_.classes_
         return self
 
