@@ -87,6 +87,21 @@ class AssumptionMixin:
             params["W"] = V[:, :, None] * np.eye(d, dtype=np.float32)
         return params
 
+    def _start(self, params, train, c, S, rng):
+        params = super()._start(params, train, c, S, rng)
+        if not self._mil:
+            return params
+        # The scores start near 0, so head r's presence logit starts at
+        # b_r + log p_i; b_r is set where every bag's P(y = 1) is the share of
+        # positive bags: each head's sigmoid(g_r) its R-th root.  From b = 0
+        # every bag of many instances would start almost surely positive.
+        w = np.ones(len(train.samples)) if train.weights is None else np.asarray(train.weights, np.float64)
+        share = np.clip(w @ np.asarray(train.Y, np.float64)[:, 0] / w.sum(), 1e-3, 1 - 1e-3)
+        head = share ** (1.0 / len(params["b"]))
+        log_p = w @ np.log([len(x) for x in train.samples]) / w.sum()
+        params["b"] = np.full_like(params["b"], np.log(head / (1 - head)) - log_p)
+        return params
+
     def _binary_only(self, encoded):
         if self._mil and encoded[2] != "bernoulli":
             raise ValueError(

@@ -146,6 +146,18 @@ def test_standard_mil_model_has_no_value_vectors_and_is_reproducible():
     assert np.all(np.isfinite(a.predict_proba(X)))
 
 
+@pytest.mark.parametrize("n_heads", [1, 2])
+def test_standard_mil_starts_at_the_share_of_positive_bags(n_heads):
+    # Scores near 0 and b = 0 would make every bag of many instances almost
+    # surely positive; the start sets P(y = 1) to the share of positives.
+    X, y, _ = make_mil_presence(60, random_state=2, **SMALL)
+    y[:40] = 0
+    clf = DiagAttClassifier(**{**MIL, "n_heads": n_heads, "learning_rate": 1e-9, "max_iter": 1,
+                               "calibration_iter": 0}).fit(X, y)
+    proba = clf.predict_proba(X)[:, 1]  # bags of 4 to 10 instances: log p_i varies
+    assert abs(proba.mean() - y.mean()) < 0.03 and proba.max() < 0.5
+
+
 def test_standard_mil_errors_name_what_does_not_apply():
     X, y, _ = make_mil_presence(40, random_state=0, **SMALL)
     with pytest.raises(ValueError, match="exactly two classes"):
