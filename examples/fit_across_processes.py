@@ -1,5 +1,8 @@
-"""Fit one DiagAttRegressor data-parallel across processes, each process on its shard of the samples.
+"""
+Fit one model across processes
+==============================
 
+One DiagAttRegressor fitted data-parallel, each process on its shard of the samples.
 On one machine, two processes on loopback (CPU collectives by gloo)::
 
     python examples/fit_across_processes.py 0 2 & python examples/fit_across_processes.py 1 2; wait

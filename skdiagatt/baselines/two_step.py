@@ -205,6 +205,20 @@ class _TwoStepBase(MatrixSampleEstimator):
         return [np.argsort(-s, kind="stable")[:top_k].astype(np.int64) for s in scores]
 
 
+_TS_NOTES_DOC = """    Notes
+    -----
+    ``sample_weight`` in ``fit`` weighs the samples of the second step only
+    (as scikit-learn's estimator of that step weighs them): the mixture of
+    step 1 models the rows without the response and takes no weights, so it
+    is fitted on the rows of every sample of positive weight, each row once.
+    A sample of weight 2 therefore counts twice in the regression, and once
+    in the mixture, where a second copy of it would count twice; with
+    components as well separated as the selection needs, both select the
+    same rows and fit the same second step.  Samples of weight 0 are left
+    out of both steps.
+
+"""
+
 _TS_PARAMS_DOC = """
     Parameters
     ----------
@@ -223,18 +237,6 @@ _TS_PARAMS_DOC = """
     reg_covar : float, default=1e-6
     random_state : int, RandomState instance or None
         Row subsample and mixture initialisation.
-
-    Notes
-    -----
-    ``sample_weight`` in ``fit`` weighs the samples of the second step only
-    (as scikit-learn's estimator of that step weighs them): the mixture of
-    step 1 models the rows without the response and takes no weights, so it
-    is fitted on the rows of every sample of positive weight, each row once.
-    A sample of weight 2 therefore counts twice in the regression, and once
-    in the mixture, where a second copy of it would count twice; with
-    components as well separated as the selection needs, both select the
-    same rows and fit the same second step.  Samples of weight 0 are left
-    out of both steps.
 """
 
 
@@ -256,7 +258,9 @@ class TwoStepRegressor(RegressorMixin, _TwoStepBase):
         Fitted on the selected rows, concatenated in component order.
     n_features_in_ : int
 
-    Examples
+"""
+        + _TS_NOTES_DOC
+        + """    Examples
     --------
     >>> from skdiagatt.baselines import TwoStepRegressor
     >>> from skdiagatt.datasets import make_individualized_regression
@@ -339,7 +343,9 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
         As in :class:`TwoStepRegressor`.
     model_ : LogisticRegression
 
-    Examples
+"""
+        + _TS_NOTES_DOC
+        + """    Examples
     --------
     >>> from skdiagatt.baselines import TwoStepClassifier
     >>> from skdiagatt.datasets import make_individualized_classification
