@@ -147,20 +147,30 @@ def unit_tests(args):
 
 
 def _positive_evidence_oracle(X, truth):
-    """Per sample ``log sum_l exp llr(x_l)``: rows' log-likelihood ratios, positive row against background.
+    """Per sample ``log sum_l exp llr(x_l)`` and the row of largest ``llr``: positive row against background.
 
     The Bayes score of a model that may use positive evidence only (it
     knows ``mu``, ``Sigma``; the negative row's presence is not used).
     """
     mu, inv = truth.mu, np.linalg.inv(truth.Sigma)
     (m_p, v_p), d = truth.signal[1], mu.size
-    out = []
+    score, top = [], []
     for x in X:
         a, b = x - m_p * mu, x - mu
         llr = (-0.5 * np.einsum("ij,jk,ik->i", a, inv, a) / v_p
                + 0.5 * np.einsum("ij,jk,ik->i", b, inv, b) - 0.5 * d * np.log(v_p))
-        out.append(np.logaddexp.reduce(llr))
-    return np.array(out)
+        score.append(np.logaddexp.reduce(llr))
+        top.append([int(np.argmax(llr))])
+    return np.array(score), top
+
+
+def _best_accuracy(y, score):
+    """Accuracy of ``score > t`` at the best threshold ``t`` (chosen on the same samples: a ceiling)."""
+    order = np.argsort(score)
+    ys = y[order]
+    # Threshold after the k lowest scores: negatives among them plus positives above.
+    correct = np.concatenate([[0], np.cumsum(ys == 0)]) + np.concatenate([np.cumsum((ys == 1)[::-1])[::-1], [0]])
+    return float(correct.max() / len(y))
 
 
 def individualized(args):
@@ -195,8 +205,12 @@ def individualized(args):
             f'{r["crlr"]:.4f} | {r["crlr_pos"]:.4f} | {r["auc"]:.4f} | {r["train_accuracy"]:.4f} | '
             f'{r["fit_s"]:.1f} |'
         )
-    oracle = roc_auc_score(y[te], _positive_evidence_oracle(X[te], truth))
-    lines.append(f"| Bayes score from positive evidence only (knows mu, Sigma) | | | | {oracle:.4f} | | |")
+    score, top = _positive_evidence_oracle(X[te], truth)
+    pos = np.flatnonzero(y[te] == 1)
+    lines.append(
+        f"| Bayes score from positive evidence only (knows mu, Sigma; best threshold on the test set) | "
+        f"{_best_accuracy(y[te], score):.4f} | {crlr(rows[te], top):.4f} | "
+        f"{crlr(rows[te][pos], [top[i] for i in pos]):.4f} | {roc_auc_score(y[te], score):.4f} | | |")
     ok_acc = b["accuracy"] >= a["accuracy"] - 0.01
     ok_crlr = b["crlr"] >= a["crlr"] - 0.01
     lines += [
@@ -293,7 +307,9 @@ def main(argv=None):
             "Bar: accuracy and CRLR within 1 point of the default mode.  The last row is the "
             "ceiling of any model that may not use the negative row: the Bayes score of the "
             "positive row's presence, log sum over rows of each row's likelihood ratio (positive "
-            "row against background).",
+            "row against background); its accuracy at the threshold best for the test set itself "
+            "and its CRLR with the row of largest ratio.  Where the ceiling lies more than a point "
+            "below the default mode, no model under the multiple-instance assumption meets the bar.",
             "",
             *second,
         ]
