@@ -16,6 +16,7 @@ from skdiagatt.kernels.attention import plain_attention
 from tests.conftest import grid_sensitive_samples
 
 FAST = dict(max_iter=3, prefix_length=32, random_state=0)
+ADAM_TAYLOR = dict(feature_map="taylor", degree=2, solver="adam")  # the paper's map, trained by Adam
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_two_d_projection_layout_is_accepted(data):
 
 def test_zeros_init_is_plain_attention(data):
     X, y = data
-    est = NTKPrefixRegressor(init="zeros", train_state=False, **FAST).fit(X, y)
+    est = NTKPrefixRegressor(init="zeros", train_state=False, feature_map="taylor", **FAST).fit(X, y)
     assert np.all(est.params_["Z"] == 0) and np.all(est.params_["k"] == 0)
     W = est.attention_weights_
     b = make_buckets([np.asarray(x, np.float32) for x in X])
@@ -243,7 +244,7 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
     # Given projections: the prefix is the first draw of random_state.
     P = np.random.RandomState(0).standard_normal((m, 4)).astype(np.float32)
     Z0, k0 = (np.asarray(a) for a in prefix_to_state(P, W["W_K"], W["W_V"]))
-    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0)
+    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0, **ADAM_TAYLOR)
 
     def moved(est):
         return np.linalg.norm(est.params_["k"] - k0) / np.linalg.norm(k0)
@@ -263,11 +264,12 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
 def test_long_random_prefix_init_learns():
     """init="prefix" with m = 1024 must learn, not sit at the random prefix (docs/ntk_learning.md)."""
     X, y, W = _prefix_target_data(seed=1)
-    common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024)
+    common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024,
+                  **ADAM_TAYLOR)
     auto = NTKPrefixRegressor(**common).fit(X[:200], y[:200]).score(X[200:], y[200:])
     raw = NTKPrefixRegressor(state_scale=1.0, **common).fit(X[:200], y[:200]).score(X[200:], y[200:])
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, attention_weights=W, n_heads=1, max_iter=60,
-                                random_state=0).fit(X[:200], y[:200]).score(X[200:], y[200:])
+                                random_state=0, **ADAM_TAYLOR).fit(X[:200], y[:200]).score(X[200:], y[200:])
     assert auto > raw + 0.05 and auto > frozen + 0.1
 
 
@@ -301,7 +303,7 @@ def test_prefix_of_any_length_in_bounded_memory(data):
     est = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=huge, random_state=0).fit(X, y)
     assert np.all(np.isfinite(est.predict(X)))
     frozen = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=np.inf, train_state=False,
-                                random_state=0).fit(X, y)
+                                random_state=0, feature_map="taylor").fit(X, y)
     expected = gaussian_prefix_state(jnp.asarray(frozen.attention_weights_["W_K"]),
                                      jnp.asarray(frozen.attention_weights_["W_V"]))
     np.testing.assert_array_equal(frozen.params_["k"], np.asarray(expected[1]))
@@ -318,7 +320,7 @@ def test_varpro_solves_the_readout_and_z_exactly(data):
     X, y = data
     common = dict(n_heads=2, head_dim=3, max_iter=8, prefix_length=32, random_state=0)
     est = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
-    adam = NTKPrefixRegressor(**common).fit(X, y)
+    adam = NTKPrefixRegressor(solver="adam", **common).fit(X, y)
     assert est.score(X, y) > adam.score(X, y)
     # The loss curve's last value is the ridge optimum; the forward pass reproduces it.
     b = make_buckets(X, COARSE).buckets[0]
