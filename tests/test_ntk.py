@@ -15,7 +15,9 @@ from skdiagatt._ragged import COARSE, FINE, make_buckets
 from skdiagatt.kernels.attention import plain_attention
 from tests.conftest import grid_sensitive_samples
 
-FAST = dict(max_iter=3, prefix_length=32, random_state=0)
+# Adam compiles in a fraction of the time variable projection takes: the tests of the sklearn
+# shell use it; test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver fits the defaults.
+FAST = dict(max_iter=3, prefix_length=32, random_state=0, solver="adam")
 ADAM_TAYLOR = dict(feature_map="taylor", degree=2, solver="adam")  # the paper's map, trained by Adam
 
 
@@ -44,12 +46,12 @@ def test_frozen_projections_do_not_move(data):
     given = {k: rng.randn(2, 4, 3).astype(np.float32) * 0.3 for k in ("W_Q", "W_K", "W_V")}
     copy = {k: v.copy() for k, v in given.items()}
     est = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=5, prefix_length=32,
-                             random_state=0).fit(X, y)
+                             random_state=0, solver="adam").fit(X, y)
     for k in given:
         np.testing.assert_array_equal(est.attention_weights_[k], copy[k])
         np.testing.assert_array_equal(given[k], copy[k])
     init = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=1, prefix_length=32,
-                              random_state=0, learning_rate=1e-12).fit(X, y)
+                              random_state=0, learning_rate=1e-12, solver="adam").fit(X, y)
     assert not np.allclose(est.params_["Z"], init.params_["Z"])  # the state is trained
 
 
@@ -164,7 +166,7 @@ def test_learns_a_prefix_that_frozen_attention_cannot_fit():
                                         W["W_Q"], W["W_K"], W["W_V"]))
         pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)
         y[bucket.index] = pooled @ np.arange(1, d + 1)
-    common = dict(attention_weights=W, n_heads=H, max_iter=60, random_state=0, prefix_length=16)
+    common = dict(attention_weights=W, n_heads=H, max_iter=60, random_state=0, prefix_length=16, **ADAM_TAYLOR)
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, **common).fit(X[:200], y[:200])
     ntk = NTKPrefixRegressor(init="zeros", **common).fit(X[:200], y[:200])
     assert ntk.score(X[200:], y[200:]) > frozen.score(X[200:], y[200:]) + 0.05
@@ -337,8 +339,25 @@ def test_varpro_solves_the_readout_and_z_exactly(data):
     assert [i.train_loss for i in seen] == pytest.approx(est.loss_curve_[:-1])
     assert seen[0].phase == "NTKPrefixRegressor varpro"
     with pytest.raises(ValueError, match="solver"):
-        NTKPrefixRegressor(solver="sgd", **FAST).fit(X, y)
+        NTKPrefixRegressor(**{**FAST, "solver": "sgd"}).fit(X, y)
     with pytest.raises(ValueError, match="train_state"):
-        NTKPrefixRegressor(solver="varpro", train_state=False, **FAST).fit(X, y)
+        NTKPrefixRegressor(**{**FAST, "solver": "varpro"}, train_state=False).fit(X, y)
     with pytest.raises(ValueError, match="targets"):
-        NTKPrefixRegressor(solver="varpro", head_dim=1, **FAST).fit(X, np.c_[y, y])
+        NTKPrefixRegressor(**{**FAST, "solver": "varpro"}, head_dim=1).fit(X, np.c_[y, y])
+    # "auto" trains by Adam where variable projection cannot reach every product Z W_out.
+    two = NTKPrefixRegressor(**{**FAST, "solver": "auto"}, head_dim=1).fit(X, np.c_[y, y])
+    assert two.predict(X).shape == (len(X), 2) and two.n_iter_ == FAST["max_iter"]
+
+
+def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
+    """The default cumulant state, solved by variable projection, fits targets made by a prefix whose
+    keys are far from zero (where exp's Taylor series about 0 is poor); solver="auto" is "varpro"
+    here."""
+    X, y, W = _prefix_target_data(seed=2)
+    common = dict(attention_weights=W, n_heads=1, random_state=0, max_iter=15)
+    est = NTKPrefixRegressor(**common).fit(X[:200], y[:200])
+    assert est.params_["k"].shape == (1, 15) and est.params_["Z"].shape == (1, 15, 4)
+    assert est.score(X[200:], y[200:]) > 0.97
+    same = NTKPrefixRegressor(solver="varpro", **common).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(same.predict(X[200:]), est.predict(X[200:]))
+    assert len(est.loss_curve_) == est.n_iter_ + 1  # L-BFGS iterations, then the exact solve
