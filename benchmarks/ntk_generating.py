@@ -47,7 +47,7 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3])
     parser.add_argument("--true-prefix", type=int, default=4096)
     args = parser.parse_args(argv)
-    n_train, n_test, epochs = (400, 400, 20) if args.quick else (1000, 1000, 40)
+    n_train, n_test, epochs = (400, 400, 20) if args.quick else (1000, 1000, 60)
     d, H = 16, 2
     start = time.perf_counter()
     table, seconds, p100_epochs = {}, {}, []

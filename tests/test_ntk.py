@@ -354,8 +354,12 @@ def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
     keys are far from zero (where exp's Taylor series about 0 is poor); solver="auto" is "varpro"
     here."""
     X, y, W = _prefix_target_data(seed=2)
+    from skdiagatt._ntk_solve import _step
+
     common = dict(attention_weights=W, n_heads=1, random_state=0, max_iter=15)
+    programs = _step._cache_size()
     est = NTKPrefixRegressor(**common).fit(X[:200], y[:200])
+    assert _step._cache_size() <= programs + 1  # the L-BFGS step compiles once per fit, not per iteration
     assert est.params_["k"].shape == (1, 15) and est.params_["Z"].shape == (1, 15, 4)
     assert est.score(X[200:], y[200:]) > 0.97
     same = NTKPrefixRegressor(solver="varpro", **common).fit(X[:200], y[:200])
