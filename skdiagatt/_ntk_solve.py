@@ -35,6 +35,20 @@ def _step(k, state, frozen, batches, alpha, config):
     return optax.apply_updates(k, updates), state, value
 
 
+def _in_step_form(tree, batches):
+    """``tree`` strongly typed and, where the data sit committed on one device, committed there.
+
+    That is the form of ``_step``'s outputs; a fresh L-BFGS start is weakly
+    typed in places and uncommitted, and ``jit`` compiles ``_step`` anew for
+    each form, so without this it would compile twice.
+    """
+    tree = jax.tree.map(lambda a: jnp.array(a, dtype=jnp.asarray(a).dtype), tree)
+    ref = batches[0]["X"]
+    if isinstance(ref, jax.Array) and ref.committed and len(ref.devices()) == 1:
+        return jax.device_put(tree, next(iter(ref.devices())))
+    return tree
+
+
 @partial(jax.jit, static_argnames=("config",))
 def _solve(k, frozen, batches, alpha, config):
     mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
@@ -76,7 +90,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     frozen = {key: jnp.asarray(frozen[key]) for key in ("W_Q", "W_K", "W_V")}
     alpha = jnp.float32(alpha)
     k = jnp.asarray(k)
-    state = optax.lbfgs().init(k)
+    k, state = _in_step_form((k, optax.lbfgs().init(k)), batches)
     curve, best, stale = [], np.inf, 0
     with Progress("NTKPrefixRegressor varpro", max_iter, verbose, callback) as progress:
         for it in range(max_iter):

@@ -5,6 +5,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from .kernels.cumulant import gaussian_cumulant_state, prefix_to_cumulant_state
 from .kernels.ntk_attention import prefix_to_state
 from .kernels.prefix_moments import gaussian_prefix_state
 
@@ -31,6 +32,21 @@ def _streamed_sum(m, W_K, W_V, feature_map, degree, rng):
     return Z, k
 
 
+def _cumulant_prefix_state(m, W_K, W_V, degree, rng):
+    """The cumulant state (:mod:`skdiagatt.kernels.cumulant`) of ``m`` rows ``N(0, I)``.
+
+    The drawn rows' moments up to :data:`EXACT_ROWS` rows, the exact ones
+    beyond, with mass ``m`` (1 for ``inf``: the state of one average row).
+    """
+    if m <= EXACT_ROWS:
+        P = rng.standard_normal((int(m), W_K.shape[1])).astype(np.float32)
+        Z, k = prefix_to_cumulant_state(jnp.asarray(P), W_K, W_V, degree)
+    else:
+        Z, k = gaussian_cumulant_state(jnp.asarray(W_K), jnp.asarray(W_V), 0.0 if math.isinf(m) else math.log(m),
+                                       degree=degree)
+    return np.asarray(Z, np.float32), np.asarray(k, np.float32)
+
+
 def random_prefix_state(m, W_K, W_V, feature_map, degree, rng):
     """``(Z, k)`` of Eq. 4 for a prefix of ``m`` rows ``N(0, I)``, float32.
 
@@ -47,7 +63,8 @@ def random_prefix_state(m, W_K, W_V, feature_map, degree, rng):
         limit of ``Z / m`` and ``k / m``.
     W_K : array, shape (H, d, d_h)
     W_V : array, shape (H, d, d_v)
-    feature_map : {"taylor", "elu"}
+    feature_map : {"taylor", "elu", "cumulant"}
+        ``"cumulant"``: see :func:`_cumulant_prefix_state`.
     degree : int
     rng : numpy.random.RandomState
 
@@ -56,6 +73,8 @@ def random_prefix_state(m, W_K, W_V, feature_map, degree, rng):
     Z : ndarray, shape (H, r, d_v)
     k : ndarray, shape (H, r)
     """
+    if feature_map == "cumulant":
+        return _cumulant_prefix_state(m, W_K, W_V, degree, rng)
     if m <= EXACT_ROWS:
         Z, k = _streamed_sum(int(m), W_K, W_V, feature_map, degree, rng)
         return Z.astype(np.float32), k.astype(np.float32)

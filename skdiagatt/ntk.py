@@ -16,6 +16,7 @@ from ._prefix_state import random_prefix_state
 from ._ragged import COARSE
 from ._sources import Samples
 from ._training import TrainResult
+from .kernels.cumulant import log_mass_dim
 from .kernels.features import feature_dim
 from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 
@@ -66,12 +67,22 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         (n_heads, d, d_h) or (d, n_heads * d_h).  None draws them from
         ``random_state`` with entries ``N(0, 1 / (2 d))``, so that
         ``q . k / sqrt(d_h)`` is of order one for standardized rows.
-    feature_map : {"taylor", "elu"}, default="taylor"
-        ``"taylor"``: truncated Taylor features of exp (polynomial method),
-        dimension ``C(d_h + degree, degree)``.  ``"elu"``: ``elu(x / d_h^(1/4)) + 1``
+    feature_map : {"cumulant", "taylor", "elu"}, default="cumulant"
+        ``"cumulant"``: the log of the prefix's mass expanded to second order
+        in the query (its keys' cumulants) and its attention-weighted mean
+        value to order ``degree`` (:mod:`skdiagatt.kernels.cumulant`):
+        ``T = (A V + exp(phi_2(Q) k) phi_g(Q) Z) / (A 1 + exp(phi_2(Q) k))``,
+        exact for jointly Gaussian prefix keys and values of any mean, with
+        ``k`` of dimension ``C(d_h + 2, 2)`` and ``Z`` of
+        ``C(d_h + degree, degree)`` rows.  ``"taylor"``: truncated Taylor
+        features of exp (polynomial method, paper Eq. 4), dimension
+        ``C(d_h + degree, degree)``; accurate only while ``|q . k| / sqrt(d_h)``
+        stays small for the prefix's keys.  ``"elu"``: ``elu(x / d_h^(1/4)) + 1``
         as in the authors' public code, dimension d_h.
     degree : int, default=2
-        Taylor degree.
+        Taylor degree of ``phi``; for ``"cumulant"`` that of the prefix's
+        mean value (1 is exact for a Gaussian prefix; 2 also absorbs part of
+        what a finite or non-Gaussian prefix adds).
     prefix_length : int or np.inf, default=1024
         m, the length of the random prefix ``P ~ N(0, I)`` that
         ``init="prefix"`` compresses; any length costs the same memory.  Up to
@@ -84,8 +95,11 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         attention weight together is that of a single row of average key
         and value.
     init : {"prefix", "zeros"}, default="prefix"
-        ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4);
-        ``"zeros"``: start as plain attention.
+        ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4;
+        for ``"cumulant"`` the moments of its keys and values, with log-mass
+        ``log m``); ``"zeros"``: ``Z = 0, k = 0``, plain attention for
+        ``"taylor"`` and ``"elu"`` (for ``"cumulant"`` a prefix of one row's
+        mass and value zero: a zero mass has no finite logarithm).
     pooling : {"mean", "first"} or None, default="mean"
         How row outputs become one vector per sample; None predicts one target
         per row (``y`` is then a ragged list of (p_i,) or (p_i, t) arrays).
@@ -95,18 +109,19 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         Train ``Z`` and ``k``; False keeps them at their initial value and
         trains the read-out alone (with ``init="zeros"``: frozen plain attention).
     state_scale : "auto" or float, default="auto"
-        Unit in which ``solver="adam"`` trains ``Z`` and ``k``: the optimiser
+        Unit in which Adam trains ``Z`` and ``k``: the optimiser
         sees ``Z / state_scale`` and ``k / state_scale``, so each Adam step
         changes them by about ``learning_rate * state_scale``.  ``"auto"``
         uses ``sqrt(prefix_length)`` with ``init="prefix"`` and a finite
-        prefix, else 1; 1.0 trains them in raw units.  Eq. 4 sums m rows, so
+        prefix and ``"taylor"`` or ``"elu"``, else 1 (the cumulant state holds the
+        log of the mass, not the mass); 1.0 trains them in raw units.  Eq. 4 sums m rows, so
         the initial state's entries are of size ~m (``k[0] == m`` exactly for
         ``"taylor"``) or ~sqrt(m) (sums of mean-zero terms), while Adam moves
         every entry by about ``learning_rate`` per step whatever its size:
         in raw units a long prefix's state barely moves.  sqrt(m) is a
-        heuristic (``docs/ntk_learning.md`` compares units); ``solver="varpro"``
-        ignores it.
-    solver : {"adam", "varpro"}, default="adam"
+        heuristic (``docs/ntk_learning.md`` compares units); variable
+        projection ignores it.
+    solver : {"auto", "adam", "varpro"}, default="auto"
         ``"adam"``: ``Z``, ``k`` and the read-out trained jointly by
         minibatch Adam (``max_iter`` epochs).  ``"varpro"``: given ``k`` the
         prediction is linear in the read-out and in ``Z`` times the read-out,
@@ -115,7 +130,8 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         that optimum (``max_iter`` iterations; see
         :mod:`skdiagatt.kernels.ntk_varpro`).  Needs ``train_state=True``,
         no ``early_stopping`` and at most d_v targets; :meth:`partial_fit`
-        and :meth:`fit_chunks` always use Adam.
+        and :meth:`fit_chunks` always use Adam.  ``"auto"``: ``"varpro"``
+        where it applies, else ``"adam"``.
     alpha : float, default=1e-4
         L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
         and ``Z`` times it, relative to the mean variance of their inputs.
@@ -126,7 +142,8 @@ validation_fraction, random_state, verbose, callback, warm_start
     Attributes
     ----------
     params_ : dict of ndarray
-        Trained ``Z`` (H, r, d_h), ``k`` (H, r), ``W_out`` (H * d_h, t), ``b`` (t,).
+        Trained ``Z`` (H, r, d_h), ``k`` (H, r) (``(H, C(d_h + 2, 2))`` for
+        ``"cumulant"``), ``W_out`` (H * d_h, t), ``b`` (t,).
     attention_weights_ : dict of ndarray
         The frozen projections, each (H, d, d_h).
     n_features_in_, n_iter_, loss_curve_, validation_scores_, y_mean_, y_scale_
@@ -151,7 +168,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         "n_heads": Integer(1),
         "head_dim": Either(Options(None), Integer(1)),
         "attention_weights": Anything(),  # checked with the data (_projections)
-        "feature_map": Options("taylor", "elu"),
+        "feature_map": Options("cumulant", "taylor", "elu"),
         "degree": Integer(1),
         "prefix_length": Either(Integer(1), Options(np.inf)),
         "init": Options("prefix", "zeros"),
@@ -159,7 +176,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         "causal": Boolean(),
         "train_state": Boolean(),
         "state_scale": Either(Options("auto"), Real(0.0)),
-        "solver": Options("adam", "varpro"),
+        "solver": Options("auto", "adam", "varpro"),
         "alpha": Real(0.0, closed=True),
     }
 
@@ -169,7 +186,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         *,
         head_dim=None,
         attention_weights=None,
-        feature_map="taylor",
+        feature_map="cumulant",
         degree=2,
         prefix_length=1024,
         init="prefix",
@@ -177,7 +194,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         causal=False,
         train_state=True,
         state_scale="auto",
-        solver="adam",
+        solver="auto",
         alpha=1e-4,
         max_iter=50,
         learning_rate=0.01,
@@ -225,7 +242,7 @@ validation_fraction, random_state, verbose, callback, warm_start
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
         if isinstance(self.state_scale, str):
-            if self.init == "prefix" and not math.isinf(self.prefix_length):
+            if self.init == "prefix" and self.feature_map != "cumulant" and not math.isinf(self.prefix_length):
                 return math.sqrt(self.prefix_length)
             return 1.0
         return float(self.state_scale)
@@ -362,7 +379,11 @@ validation_fraction, random_state, verbose, callback, warm_start
         H, _, dh = W["W_K"].shape
         dv = W["W_V"].shape[-1]
         r = feature_dim(self.feature_map, dh, self.degree)
-        return {"Z": (H, r, dv), "k": (H, r), "W_out": (H * dv, t), "b": (t,)}
+        return {"Z": (H, r, dv), "k": (H, self._mass_dim(dh)), "W_out": (H * dv, t), "b": (t,)}
+
+    def _mass_dim(self, dh):
+        """Length of ``k``: the log-mass coefficients for ``"cumulant"``, else ``phi``'s dimension."""
+        return log_mass_dim(dh) if self.feature_map == "cumulant" else feature_dim(self.feature_map, dh, self.degree)
 
     def _training_form(self, loss_fn, params, frozen, state):
         # partial_fit keeps the unit of its first call.
@@ -379,10 +400,14 @@ validation_fraction, random_state, verbose, callback, warm_start
         return {**params, "Z": params["Z"] * s, "k": params["k"] * s}
 
     def _train(self, phases, params, frozen, train, state, incremental):
-        """``solver="varpro"`` in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
-        if self.solver != "varpro" or incremental or train.steps_per_epoch is not None:
-            return super()._train(phases, params, frozen, train, state, incremental)
+        """Variable projection in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
         t, dv = params["b"].shape[0], frozen["W_V"].shape[-1]
+        if self.solver == "auto":
+            varpro = self.train_state and not self.early_stopping and t <= dv
+        else:
+            varpro = self.solver == "varpro"
+        if not varpro or incremental or train.steps_per_epoch is not None:
+            return super()._train(phases, params, frozen, train, state, incremental)
         if t > dv:
             raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
                              f"product), got {t}: use solver='adam' or a larger head_dim")
@@ -399,7 +424,7 @@ validation_fraction, random_state, verbose, callback, warm_start
             Z, k = random_prefix_state(self.prefix_length, frozen["W_K"], frozen["W_V"],
                                        self.feature_map, int(self.degree), rng)
         else:
-            Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, r), np.float32)
+            Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, self._mass_dim(dh)), np.float32)
         return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}
 
     # ------------------------------------------------------------ inference

@@ -15,7 +15,10 @@ from skdiagatt._ragged import COARSE, FINE, make_buckets
 from skdiagatt.kernels.attention import plain_attention
 from tests.conftest import grid_sensitive_samples
 
-FAST = dict(max_iter=3, prefix_length=32, random_state=0)
+# Adam compiles in a fraction of the time variable projection takes: the tests of the sklearn
+# shell use it; test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver fits the defaults.
+FAST = dict(max_iter=3, prefix_length=32, random_state=0, solver="adam")
+ADAM_TAYLOR = dict(feature_map="taylor", degree=2, solver="adam")  # the paper's map, trained by Adam
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +46,12 @@ def test_frozen_projections_do_not_move(data):
     given = {k: rng.randn(2, 4, 3).astype(np.float32) * 0.3 for k in ("W_Q", "W_K", "W_V")}
     copy = {k: v.copy() for k, v in given.items()}
     est = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=5, prefix_length=32,
-                             random_state=0).fit(X, y)
+                             random_state=0, solver="adam").fit(X, y)
     for k in given:
         np.testing.assert_array_equal(est.attention_weights_[k], copy[k])
         np.testing.assert_array_equal(given[k], copy[k])
     init = NTKPrefixRegressor(n_heads=2, attention_weights=given, max_iter=1, prefix_length=32,
-                              random_state=0, learning_rate=1e-12).fit(X, y)
+                              random_state=0, learning_rate=1e-12, solver="adam").fit(X, y)
     assert not np.allclose(est.params_["Z"], init.params_["Z"])  # the state is trained
 
 
@@ -62,7 +65,7 @@ def test_two_d_projection_layout_is_accepted(data):
 
 def test_zeros_init_is_plain_attention(data):
     X, y = data
-    est = NTKPrefixRegressor(init="zeros", train_state=False, **FAST).fit(X, y)
+    est = NTKPrefixRegressor(init="zeros", train_state=False, feature_map="taylor", **FAST).fit(X, y)
     assert np.all(est.params_["Z"] == 0) and np.all(est.params_["k"] == 0)
     W = est.attention_weights_
     b = make_buckets([np.asarray(x, np.float32) for x in X])
@@ -163,7 +166,7 @@ def test_learns_a_prefix_that_frozen_attention_cannot_fit():
                                         W["W_Q"], W["W_K"], W["W_V"]))
         pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)
         y[bucket.index] = pooled @ np.arange(1, d + 1)
-    common = dict(attention_weights=W, n_heads=H, max_iter=60, random_state=0, prefix_length=16)
+    common = dict(attention_weights=W, n_heads=H, max_iter=60, random_state=0, prefix_length=16, **ADAM_TAYLOR)
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, **common).fit(X[:200], y[:200])
     ntk = NTKPrefixRegressor(init="zeros", **common).fit(X[:200], y[:200])
     assert ntk.score(X[200:], y[200:]) > frozen.score(X[200:], y[200:]) + 0.05
@@ -243,7 +246,7 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
     # Given projections: the prefix is the first draw of random_state.
     P = np.random.RandomState(0).standard_normal((m, 4)).astype(np.float32)
     Z0, k0 = (np.asarray(a) for a in prefix_to_state(P, W["W_K"], W["W_V"]))
-    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0)
+    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0, **ADAM_TAYLOR)
 
     def moved(est):
         return np.linalg.norm(est.params_["k"] - k0) / np.linalg.norm(k0)
@@ -263,11 +266,12 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
 def test_long_random_prefix_init_learns():
     """init="prefix" with m = 1024 must learn, not sit at the random prefix (docs/ntk_learning.md)."""
     X, y, W = _prefix_target_data(seed=1)
-    common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024)
+    common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024,
+                  **ADAM_TAYLOR)
     auto = NTKPrefixRegressor(**common).fit(X[:200], y[:200]).score(X[200:], y[200:])
     raw = NTKPrefixRegressor(state_scale=1.0, **common).fit(X[:200], y[:200]).score(X[200:], y[200:])
     frozen = NTKPrefixRegressor(init="zeros", train_state=False, attention_weights=W, n_heads=1, max_iter=60,
-                                random_state=0).fit(X[:200], y[:200]).score(X[200:], y[200:])
+                                random_state=0, **ADAM_TAYLOR).fit(X[:200], y[:200]).score(X[200:], y[200:])
     assert auto > raw + 0.05 and auto > frozen + 0.1
 
 
@@ -301,7 +305,7 @@ def test_prefix_of_any_length_in_bounded_memory(data):
     est = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=huge, random_state=0).fit(X, y)
     assert np.all(np.isfinite(est.predict(X)))
     frozen = NTKPrefixRegressor(n_heads=2, head_dim=3, max_iter=1, prefix_length=np.inf, train_state=False,
-                                random_state=0).fit(X, y)
+                                random_state=0, feature_map="taylor").fit(X, y)
     expected = gaussian_prefix_state(jnp.asarray(frozen.attention_weights_["W_K"]),
                                      jnp.asarray(frozen.attention_weights_["W_V"]))
     np.testing.assert_array_equal(frozen.params_["k"], np.asarray(expected[1]))
@@ -318,7 +322,7 @@ def test_varpro_solves_the_readout_and_z_exactly(data):
     X, y = data
     common = dict(n_heads=2, head_dim=3, max_iter=8, prefix_length=32, random_state=0)
     est = NTKPrefixRegressor(solver="varpro", **common).fit(X, y)
-    adam = NTKPrefixRegressor(**common).fit(X, y)
+    adam = NTKPrefixRegressor(solver="adam", **common).fit(X, y)
     assert est.score(X, y) > adam.score(X, y)
     # The loss curve's last value is the ridge optimum; the forward pass reproduces it.
     b = make_buckets(X, COARSE).buckets[0]
@@ -335,8 +339,29 @@ def test_varpro_solves_the_readout_and_z_exactly(data):
     assert [i.train_loss for i in seen] == pytest.approx(est.loss_curve_[:-1])
     assert seen[0].phase == "NTKPrefixRegressor varpro"
     with pytest.raises(ValueError, match="solver"):
-        NTKPrefixRegressor(solver="sgd", **FAST).fit(X, y)
+        NTKPrefixRegressor(**{**FAST, "solver": "sgd"}).fit(X, y)
     with pytest.raises(ValueError, match="train_state"):
-        NTKPrefixRegressor(solver="varpro", train_state=False, **FAST).fit(X, y)
+        NTKPrefixRegressor(**{**FAST, "solver": "varpro"}, train_state=False).fit(X, y)
     with pytest.raises(ValueError, match="targets"):
-        NTKPrefixRegressor(solver="varpro", head_dim=1, **FAST).fit(X, np.c_[y, y])
+        NTKPrefixRegressor(**{**FAST, "solver": "varpro"}, head_dim=1).fit(X, np.c_[y, y])
+    # "auto" trains by Adam where variable projection cannot reach every product Z W_out.
+    two = NTKPrefixRegressor(**{**FAST, "solver": "auto"}, head_dim=1).fit(X, np.c_[y, y])
+    assert two.predict(X).shape == (len(X), 2) and two.n_iter_ == FAST["max_iter"]
+
+
+def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
+    """The default cumulant state, solved by variable projection, fits targets made by a prefix whose
+    keys are far from zero (where exp's Taylor series about 0 is poor); solver="auto" is "varpro"
+    here."""
+    X, y, W = _prefix_target_data(seed=2)
+    from skdiagatt._ntk_solve import _step
+
+    common = dict(attention_weights=W, n_heads=1, random_state=0, max_iter=15)
+    programs = _step._cache_size()
+    est = NTKPrefixRegressor(**common).fit(X[:200], y[:200])
+    assert _step._cache_size() <= programs + 1  # the L-BFGS step compiles once per fit, not per iteration
+    assert est.params_["k"].shape == (1, 15) and est.params_["Z"].shape == (1, 15, 4)
+    assert est.score(X[200:], y[200:]) > 0.97
+    same = NTKPrefixRegressor(solver="varpro", **common).fit(X[:200], y[:200])
+    np.testing.assert_array_equal(same.predict(X[200:]), est.predict(X[200:]))
+    assert len(est.loss_curve_) == est.n_iter_ + 1  # L-BFGS iterations, then the exact solve

@@ -124,7 +124,10 @@ _SPECS = [
     Spec("DiagAttClassifier", DiagAttClassifier, "clf", dict(n_heads=2, calibration_iter=1, batch_size=2,
                                                             **_TRAIN),
          (1, [P1, P1, MID, MID]), "softmax", heads=2),
-    Spec("NTKPrefixRegressor", NTKPrefixRegressor, "reg", dict(prefix_length=8, **_TRAIN),
+    # The paper's Taylor state trained by Adam: these tests exercise the minibatch training loop
+    # (its steps, step size, failures); the default solver raises FloatingPointError instead.
+    Spec("NTKPrefixRegressor", NTKPrefixRegressor, "reg", dict(prefix_length=8, feature_map="taylor",
+                                                                solver="adam", **_TRAIN),
          (3, [P1, P1, LONG, LONG]), "partial"),
     # The competitors get one bucket each (fewer programs to compile); batch_size=2
     # keeps two optimizer steps per epoch for the failure-mid-fit tests.

@@ -21,7 +21,7 @@ from skdiagatt.baselines import StdAttRegressor
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 
 FAST = dict(max_iter=3, calibration_iter=2, batch_size=16, random_state=0)
-NTK_FAST = dict(max_iter=3, prefix_length=16, batch_size=16, random_state=0)
+NTK_FAST = dict(max_iter=3, prefix_length=16, batch_size=16, random_state=0, solver="adam")  # as fit_chunks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -38,7 +38,7 @@ __all__ = [
     "taylor_remainder_pointwise",
 ]
 
-FEATURE_MAPS = ("taylor", "elu")
+FEATURE_MAPS = ("taylor", "elu", "cumulant")
 
 
 def taylor_feature_dim(d, degree):
@@ -322,9 +322,13 @@ def elu_features(x):
 def feature_dim(name, d, degree=2):
     """Feature dimension ``r`` of map ``name`` on inputs of dimension ``d``.
 
+    For ``"cumulant"`` (:mod:`.cumulant`) this is the number of rows of
+    ``Z``, the degree-``g`` Taylor features of the prefix's mean value; its
+    log-mass ``k`` has :func:`.cumulant.log_mass_dim` entries.
+
     Parameters
     ----------
-    name : {"taylor", "elu"}
+    name : {"taylor", "elu", "cumulant"}
     d : int
     degree : int, default=2
         Ignored by ``"elu"``.
@@ -339,7 +343,7 @@ def feature_dim(name, d, degree=2):
     >>> feature_dim("taylor", 8, degree=2), feature_dim("elu", 8)
     (45, 8)
     """
-    if name == "taylor":
+    if name in ("taylor", "cumulant"):
         return taylor_feature_dim(d, degree)
     if name == "elu":
         return int(d)
@@ -351,9 +355,10 @@ def feature_map(name, degree=2):
 
     Parameters
     ----------
-    name : {"taylor", "elu"}
+    name : {"taylor", "elu", "cumulant"}
     degree : int, default=2
-        Taylor degree; ignored by ``"elu"``.
+        Taylor degree; ignored by ``"elu"``.  ``"cumulant"`` maps to the
+        Taylor features of its values (:mod:`.cumulant`).
 
     Returns
     -------
@@ -374,7 +379,7 @@ def feature_map(name, degree=2):
     >>> bool(np.isclose(float(phi(q) @ phi(k)), 1 + float(q @ k) / 2))
     True
     """
-    if name == "taylor":
+    if name in ("taylor", "cumulant"):
         return functools.partial(taylor_features, degree=int(degree))
     if name == "elu":
         return elu_features

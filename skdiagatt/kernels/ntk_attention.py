@@ -12,10 +12,30 @@ from jax import lax
 
 from ._matmul import einsum
 from .attention import _blocks, _finish, _key_mask, _project, _safe_log, _scores, _times_exp, _zero_padded
+from .cumulant import prefix_to_cumulant_state
 from .features import feature_dim, taylor_products
 from .features import feature_map as _feature_map
 
 __all__ = ["ntk_attention", "prefix_to_state", "eq6_error"]
+
+
+def _cumulant_terms(Q, Z, k, degree):
+    """``_prefix_terms`` of the cumulant state (:mod:`.cumulant`).
+
+    Numerator ``exp(phi_2(Q) . k) phi_g(Q) Z`` and mass ``exp(phi_2(Q) . k)``:
+    the mass is a pure scale, so it joins ``log_n`` and never meets ``exp``
+    here; the constant feature (``phi_g[0] = 1``) appended to ``Z`` gives
+    the mass's share of the same scaled product.
+    """
+    products = jax.vmap(functools.partial(taylor_products, degree=degree))
+    unit = jnp.zeros(Z.shape[:2] + (1,), Z.dtype).at[:, 0].set(1.0)
+    out, log_n = products(jnp.moveaxis(Q, 1, 0), jnp.concatenate([Z, unit], axis=-1))
+    lp, log_p = jax.vmap(functools.partial(taylor_products, degree=2))(jnp.moveaxis(Q, 1, 0), k[..., None])
+    # Clipped so that an absurd query gives a huge but finite log-mass.
+    big = jnp.asarray(1e30, lp.dtype)
+    log_mass = jnp.clip(lp[..., 0] * jnp.exp(jnp.minimum(log_p, 60.0)), -big, big)
+    out, log_n = jnp.moveaxis(out, 0, 1), jnp.moveaxis(log_n + log_mass, 0, 1)
+    return out[..., :-1], out[..., -1], log_n
 
 
 def _prefix_terms(Q, Z, k, feature_map, degree):
@@ -24,6 +44,8 @@ def _prefix_terms(Q, Z, k, feature_map, degree):
     The scale ``n`` per query keeps the products in range even for large
     queries; ``log_n`` (B, H, L) carries it back.
     """
+    if feature_map == "cumulant":
+        return _cumulant_terms(Q, Z, k, degree)
     if feature_map == "taylor":
         # One product for both, per head, without forming the (B, H, L, r) features.
         S = jnp.concatenate([Z, k[..., None]], axis=-1)  # (H, r, d_v + 1)
@@ -188,6 +210,8 @@ def prefix_to_state(P, W_K, W_V, feature_map="taylor", degree=2, block_size=None
     >>> bool(np.allclose(Z, jnp.einsum("hmr,md,hde->hre", phi, P, W_V), atol=1e-5))
     True
     """
+    if feature_map == "cumulant":
+        return prefix_to_cumulant_state(P, W_K, W_V, degree)
     fmap = _feature_map(feature_map, degree)
     m = P.shape[0]
     H, _, dh = W_K.shape

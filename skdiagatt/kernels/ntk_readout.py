@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ._matmul import matmul
 from .attention import attention_weights, key_attention_mass, prefix_attention
+from .features import feature_dim
 from .losses import gaussian_loglik
 from .ntk_attention import ntk_attention
 
@@ -208,7 +209,11 @@ def ntk_row_mass(params, frozen, X, where, config):
     if "P" in params:
         w = attention_weights(X, where, frozen["W_Q"], frozen["W_K"], P=params["P"], causal=config[2])
         return key_attention_mass(w, where)
-    ones = params["k"][..., None]  # Z = k: every prefix key carries value 1
+    if config[0] == "cumulant":  # Z = e_0: the prefix's mean value is 1 (phi_g[0] = 1)
+        rows = feature_dim("cumulant", frozen["W_Q"].shape[-1], config[1])
+        ones = jnp.zeros((params["k"].shape[0], rows, 1), params["k"].dtype).at[:, 0].set(1.0)
+    else:
+        ones = params["k"][..., None]  # Z = k: every prefix key carries value 1
     no_values = jnp.zeros(frozen["W_V"].shape[:2] + (1,), frozen["W_V"].dtype)
     share = _attend(params, frozen, X, where, config, ones, params["k"], no_values)[..., 0]
     keep = jnp.clip(1.0 - share, 0.0, 1.0)  # (B, L, H)

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from ._matmul import matmul
+from .features import feature_dim
 from .ntk_attention import ntk_attention
 from .ntk_readout import pool_rows
 
@@ -78,7 +79,7 @@ def ntk_design(k, frozen, X, where, config):
     feature_map, degree, causal, pooling = config
     W_V = frozen["W_V"]
     H, d, dv = W_V.shape
-    r = k.shape[-1]
+    r = feature_dim(feature_map, frozen["W_Q"].shape[-1], degree)  # rows of Z
     # Values [V, 0] and prefix values [0, I]: one stable kernel gives both blocks.
     values = jnp.concatenate([W_V, jnp.zeros((H, d, r), W_V.dtype)], axis=-1)
     eye = jnp.broadcast_to(jnp.eye(r, dtype=W_V.dtype), (H, r, r))
