@@ -1,12 +1,14 @@
 """NTK-Attention regression (the NTK-Attention paper): ``NTKPrefixRegressor``."""
 
 import math
+import warnings
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 
 from ._base import check_finite_output, check_targets, standardize_targets
 from ._ntk_solve import fit_varpro
@@ -412,9 +414,19 @@ validation_fraction, random_state, verbose, callback, warm_start
             raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
                              f"product), got {t}: use solver='adam' or a larger head_dim")
         projections = {k: frozen[k] for k in _PROJECTIONS}
-        params, curve = fit_varpro(params["k"], projections, train.loop["data"], self._config(), self.alpha,
-                                   self.max_iter, self.tol, self.n_iter_no_change, self.verbose, self.callback)
-        return params, [TrainResult(loss_curve=list(curve), n_iter=len(curve) - 1)]
+        try:
+            solved, curve = fit_varpro(params["k"], projections, train.loop["data"], self._config(), self.alpha,
+                                       self.max_iter, self.tol, self.n_iter_no_change, self.verbose, self.callback)
+        except FloatingPointError as exc:
+            # Rows large enough to overflow the float32 solve; Adam keeps its
+            # last finite parameters instead, so "auto" falls back to it.
+            if self.solver == "varpro":
+                raise ValueError(f"solver='varpro' failed: {exc}; the inputs are too large for float32 "
+                                 "arithmetic: rescale X or use solver='adam'") from exc
+            warnings.warn(f"{type(self).__name__}: the exact solve failed ({exc}); trained by Adam instead",
+                          ConvergenceWarning, stacklevel=4)
+            return super()._train(phases, params, frozen, train, state, incremental)
+        return solved, [TrainResult(loss_curve=list(curve), n_iter=len(curve) - 1)]
 
     def _init_params(self, frozen, t, rng):
         H, d, dh = frozen["W_K"].shape

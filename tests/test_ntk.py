@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
@@ -365,3 +365,15 @@ def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
     same = NTKPrefixRegressor(solver="varpro", **common).fit(X[:200], y[:200])
     np.testing.assert_array_equal(same.predict(X[200:]), est.predict(X[200:]))
     assert len(est.loss_curve_) == est.n_iter_ + 1  # L-BFGS iterations, then the exact solve
+
+
+def test_default_solver_falls_back_to_adam_where_the_exact_solve_overflows(data):
+    # Rows of size 1e10 overflow the float32 L-BFGS solve: "auto" trains by
+    # Adam instead (finite model), "varpro" says what to do.
+    X, y = data
+    big = [x * np.float32(1e10) for x in X[:20]]
+    with pytest.warns(ConvergenceWarning, match="trained by Adam instead"):
+        est = NTKPrefixRegressor(max_iter=2, random_state=0).fit(big, y[:20])
+    assert all(np.all(np.isfinite(np.asarray(v))) for v in est.params_.values())
+    with pytest.raises(ValueError, match="rescale X or use solver='adam'"):
+        NTKPrefixRegressor(max_iter=2, random_state=0, solver="varpro").fit(big, y[:20])
