@@ -536,7 +536,7 @@ _TWO_DEVICES = textwrap.dedent(
     for name, est in [("diagatt", DiagAttRegressor(max_iter=3, calibration_iter=2, batch_size=16,
                                                    random_state=0)),
                       ("ntk", NTKPrefixRegressor(max_iter=3, prefix_length=16, batch_size=16,
-                                                 random_state=0))]:
+                                                 solver="adam", random_state=0))]:
         two = est.fit(X, y)
         curve2, pred2 = list(two.loss_curve_), two.predict(X)
         with _training.use_devices(jax.devices()[:1]):
