@@ -34,7 +34,7 @@ import itertools
 
 import numpy as np
 
-__all__ = ["MAX_SAMPLES", "signal_mixture"]
+__all__ = ["MAX_SAMPLES", "signal_mixture", "rows_mixture"]
 
 #: Samples the mixture is fitted on at most (drawn at random from more).
 MAX_SAMPLES = 1024
@@ -216,11 +216,25 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     True
     """
     rng = np.random.RandomState(0) if random_state is None else random_state
-    d = samples[0].shape[1]
+    weights = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, float)
+    if len(samples) > max_samples:
+        pick = np.sort(rng.choice(len(samples), max_samples, replace=False))
+        samples, weights = [samples[i] for i in pick], weights[pick]
+    Z, starts = stacked_rows(samples, c, S)
+    return rows_mixture(Z, starts, weights, n_components, affine=affine, n_iter=n_iter, random_state=rng)
+
+
+def rows_mixture(Z, starts, weights, n_components=1, *, affine=True, n_iter=20, random_state=None):
+    """:func:`signal_mixture` of rows already stacked and whitened (:func:`stacked_rows`).
+
+    ``Z`` (N, d), ``starts`` each sample's first row, ``weights`` (n,) the
+    samples' weights.  Returns ``(A, a)`` as :func:`signal_mixture` does.
+    """
+    rng = np.random.RandomState(0) if random_state is None else random_state
+    d = Z.shape[1]
     try:
         with np.errstate(all="ignore"):
-            weights = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, float)
-            A, a = _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng)
+            A, a = _fit(Z, starts, np.asarray(weights, float), n_components, affine, n_iter, rng)
     except np.linalg.LinAlgError:
         A = a = np.full(1, np.nan)
     if not (np.isfinite(A).all() and np.isfinite(a).all()):
@@ -229,11 +243,7 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     return A, a
 
 
-def _fit(samples, weights, c, S, n_components, affine, n_iter, max_samples, rng):
-    if len(samples) > max_samples:
-        pick = np.sort(rng.choice(len(samples), max_samples, replace=False))
-        samples, weights = [samples[i] for i in pick], weights[pick]
-    Z, starts = stacked_rows(samples, c, S)
+def _fit(Z, starts, weights, n_components, affine, n_iter, rng):
     omega = np.repeat(weights, np.diff(np.append(starts, len(Z))))
     moments = _moments(Z, np.ones(len(Z)), omega)[:3]
     m0, C0 = _gaussian(*moments)

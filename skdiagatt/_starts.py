@@ -31,7 +31,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from ._evidence import evidence_ridge
-from ._mixture import MAX_SAMPLES, row_scores, segment_softmax, signal_mixture, stacked_rows
+from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows
 
 __all__ = ["choose_start", "data_start", "scores_into_params"]
 
@@ -116,16 +116,18 @@ def _one_standard_error(errors, w, preferred):
     return best
 
 
-def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, random_state=None):
+def choose_start(Z, starts, Y, mixture, *, affine=True, sample_weight=None, random_state=None):
     """The candidate start of least cross-validated error, the mixture within one standard error.
 
     Parameters
     ----------
-    samples : list of ndarray of shape (p_i, d)
+    Z : ndarray of shape (N, d)
+        The samples' whitened rows ``z = c S x``, stacked
+        (:func:`~skdiagatt._mixture.stacked_rows`).
+    starts : ndarray of shape (n,)
+        Each sample's first row in ``Z``.
     Y : ndarray of shape (n, t)
-        Targets of ``samples`` (standardized values, or 0/1 class columns).
-    c, S : float, ndarray of shape (d, d)
-        Row scale and whitener: the scores act on ``z = c S x``.
+        Targets of the samples (standardized values, or 0/1 class columns).
     mixture : (ndarray (R, d, d), ndarray (R, d))
         The mixture's score coefficients, one per head.
     affine : bool, default=True
@@ -143,9 +145,8 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
         ``"uniform"``, ``"mixture"`` or ``"response"``, with its strength.
     """
     rng = np.random.RandomState(0) if random_state is None else random_state
-    Z, starts = stacked_rows(samples, c, S)
     Y = np.asarray(Y, np.float64)
-    n, R, d = len(samples), mixture[0].shape[0], Z.shape[1]
+    n, R, d = len(starts), mixture[0].shape[0], Z.shape[1]
     if n < 2 * _FOLDS:
         return np.zeros((R, d, d)), np.zeros((R, d)), "uniform"  # too few samples to compare
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
@@ -187,7 +188,7 @@ def choose_start(samples, Y, c, S, mixture, *, affine=True, sample_weight=None, 
 def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None, random_state):
     """Score coefficients ``(A, a, name)`` of a start estimated from at most ``MAX_SAMPLES`` samples.
 
-    The rows' mixture (:func:`~skdiagatt._mixture.signal_mixture`) with
+    The rows' mixture (:func:`~skdiagatt._mixture.rows_mixture`) with
     ``n_heads`` signal components; with ``choose`` the candidate of
     :func:`choose_start` instead.  ``sample_weight`` weighs the samples in both.
 
@@ -206,10 +207,11 @@ def _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, rng):
     if len(samples) > MAX_SAMPLES:
         pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
         samples, Y, w = [samples[i] for i in pick], Y[pick], w[pick]
-    A, a = signal_mixture(samples, c, S, n_heads, affine=affine, sample_weight=w, random_state=rng)
+    Z, starts = stacked_rows(samples, c, S)  # once, for the mixture and the choice
+    A, a = rows_mixture(Z, starts, w, n_heads, affine=affine, random_state=rng)
     if not choose:
         return A, a, "mixture"
-    return choose_start(samples, Y, c, S, (A, a), affine=affine, sample_weight=w, random_state=rng)
+    return choose_start(Z, starts, Y, (A, a), affine=affine, sample_weight=w, random_state=rng)
 
 
 def scores_into_params(params, A, a):
