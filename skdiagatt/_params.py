@@ -16,16 +16,18 @@ __all__ = ["Anything", "Boolean", "Either", "Integer", "Options", "Real", "valid
 
 
 class Integer:
-    """An integer (not a bool) of at least ``minimum``."""
+    """An integer (not a bool) of at least ``minimum`` (None: of any sign)."""
 
     def __init__(self, minimum=1):
         self.minimum = minimum
 
     def accepts(self, value):
-        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= self.minimum
+        if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+            return False
+        return self.minimum is None or value >= self.minimum
 
     def __str__(self):
-        return f"an integer >= {self.minimum}"
+        return "an integer" if self.minimum is None else f"an integer >= {self.minimum}"
 
 
 class Real:

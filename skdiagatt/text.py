@@ -44,6 +44,7 @@ from ._text_model import MODEL_PACKAGES, _jitted_forward, load_encoder, read_saf
 
 __all__ = [
     "TokenEmbedder",
+    "attention_projections",
     "load_encoder",
     "read_safetensors",
     "load_vader_lexicon",
@@ -63,6 +64,15 @@ def _pad_length(L):
     while x < L:
         x *= 1.25
     return 16 * math.ceil(x / 16)
+
+
+def _layer_count(layer, n_layers):
+    """Encoder layers to run for ``TokenEmbedder(layer=...)``: 0 .. n_layers."""
+    n = layer + n_layers + 1 if layer < 0 else layer
+    if not 0 <= n <= n_layers:
+        raise ValueError(f"layer={layer} is out of range for an encoder of {n_layers} layers: "
+                         f"use {-n_layers - 1} .. {n_layers}")
+    return n
 
 
 def _check_texts(X):
@@ -119,6 +129,12 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         repeated calls embed a text once.  :meth:`clear_cache` empties it.
     verbose : int, default=0
         > 0: progress lines (texts done, rate) while embedding.
+    layer : int, default=-1
+        Which hidden states to return: those after ``layer`` encoder layers,
+        counted from the end when negative.  -1 is the last layer's output,
+        -2 the input of the last layer (to train a replacement of, or an
+        addition to, that layer: see :func:`attention_projections`), 0 the
+        embedding layer's output (no context mixed in).
 
     Attributes
     ----------
@@ -155,6 +171,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         "batch_size": Integer(1),
         "cache": Boolean(),
         "verbose": Either(Boolean(), Integer(0)),
+        "layer": Integer(None),
     }
 
     def __init__(
@@ -167,6 +184,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         batch_size=64,
         cache=False,
         verbose=0,
+        layer=-1,
     ):
         self.model = model
         self.special_tokens = special_tokens
@@ -175,6 +193,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         self.batch_size = batch_size
         self.cache = cache
         self.verbose = verbose
+        self.layer = layer
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -191,6 +210,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"max_length={self.max_length} exceeds the encoder's {enc.max_positions} positions"
             )
+        _layer_count(self.layer, len(enc.params["layers"]))
         return enc
 
     def _encode(self, enc, texts):
@@ -258,7 +278,8 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         return enc.max_positions if self.max_length is None else int(self.max_length)
 
     def _settings_key(self, enc):
-        return (str(enc.path), self.special_tokens, self.pooling, self._max_length(enc))
+        n = _layer_count(self.layer, len(enc.params["layers"]))
+        return (str(enc.path), self.special_tokens, self.pooling, self._max_length(enc), n)
 
     # --------------------------------------------------------------- API
     def fit(self, X, y=None):
@@ -356,6 +377,8 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
         lengths = np.array([len(e.ids) for e in encodings])
         order = np.argsort(lengths, kind="stable")
         forward = _jitted_forward(enc.n_heads, enc.eps)
+        n_layers = _layer_count(self.layer, len(enc.params["layers"]))
+        params = {**enc.params, "layers": enc.params["layers"][:n_layers]}
         out = [None] * len(texts)
         start, done, last_print = time.perf_counter(), 0, 0.0
         B = int(self.batch_size)
@@ -373,7 +396,7 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
                 types[k, : len(e.ids)] = e.type_ids
                 where[k, : len(e.ids)] = True
             where[idx.size :, 0] = True  # filler rows: one valid position, results dropped
-            H = np.asarray(forward(enc.params, ids, where, type_ids=types))  # numpy in: no program per shape
+            H = np.asarray(forward(params, ids, where, type_ids=types))  # numpy in: no program per shape
             for k, j in enumerate(idx):
                 groups = layouts[j][0]
                 if self.pooling == "token":
@@ -397,6 +420,56 @@ class TokenEmbedder(TransformerMixin, BaseEstimator):
     def clear_cache():
         """Empty the process-wide embedding store used with ``cache=True``."""
         _STORE.clear()
+
+
+def attention_projections(model="all-MiniLM-L6-v2", layer=-1):
+    """The frozen query, key and value projections of one self-attention layer of an encoder.
+
+    Laid out as the ``attention_weights`` of
+    :class:`skdiagatt.NTKPrefixRegressor` (and of its baselines) for rows that
+    end in a constant 1: each matrix is ``(hidden + 1, hidden)``, the
+    checkpoint's weight transposed with its bias as the last row, so that
+    ``[x, 1] W = x W_ckpt^T + b`` is exactly the layer's projection.  Feed it
+    :meth:`TokenEmbedder.transform` output of the same model with
+    ``layer=layer - 1`` (the layer's input; ``special_tokens="keep"`` to give
+    it the rows it saw in pretraining), each matrix with a column of ones
+    appended.
+
+    Parameters
+    ----------
+    model : str or Path, default="all-MiniLM-L6-v2"
+        As in :class:`TokenEmbedder`.
+    layer : int, default=-1
+        Which encoder layer, counted from the end when negative (-1: the last).
+
+    Returns
+    -------
+    Bunch
+        ``attention_weights`` (dict ``W_Q``, ``W_K``, ``W_V`` of float32
+        arrays (hidden + 1, hidden)) and ``n_heads`` (int): pass both to the
+        estimator.
+
+    Examples
+    --------
+    Needs the ``text`` extra and the model package (the doctest is skipped
+    where they are missing):
+
+    >>> from skdiagatt.text import attention_projections
+    >>> layer = attention_projections("all-MiniLM-L6-v2")
+    >>> layer.n_heads, layer.attention_weights["W_Q"].shape
+    (12, (385, 384))
+    """
+    enc = load_encoder(model)
+    n = len(enc.params["layers"])
+    index = _layer_count(layer, n) - 1
+    if index < 0:
+        raise ValueError(f"layer={layer} names the embedding layer, which has no attention: use 1 .. {n} or -1 .. -{n}")
+    weights = {}
+    for key, name in (("W_Q", "query"), ("W_K", "key"), ("W_V", "value")):
+        dense = enc.params["layers"][index][name]
+        W, b = np.asarray(dense["weight"], np.float32), np.asarray(dense["bias"], np.float32)
+        weights[key] = np.vstack([W.T, b[None]])
+    return Bunch(attention_weights=weights, n_heads=enc.n_heads)
 
 
 # ------------------------------------------------------------------ lexicon

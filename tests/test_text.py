@@ -23,7 +23,9 @@ from skdiagatt._text_model import _resolve_model
 from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
 from skdiagatt.text import (
     TokenEmbedder,
+    attention_projections,
     lexicon_precision,
+    load_encoder,
     load_vader_lexicon,
     read_safetensors,
 )
@@ -299,6 +301,49 @@ def test_tiny_model_options(tiny_model):
         TokenEmbedder(model=path).transform(["good", "   "])
     with pytest.raises(ValueError, match="exceeds"):
         TokenEmbedder(model=path, max_length=100).fit(["good"])
+
+
+def test_tiny_model_layers(tiny_model):
+    """layer=-1 is the default output, 0 the embeddings, and -2 the input the last layer sees."""
+    path, params = tiny_model
+    last = TokenEmbedder(model=path).fit_transform(TEXTS)
+    for a, b in zip(TokenEmbedder(model=path, layer=2).fit_transform(TEXTS), last):
+        np.testing.assert_array_equal(a, b)
+    first = TokenEmbedder(model=path, layer=-2, special_tokens="keep").fit_transform(TEXTS)
+    emb = TokenEmbedder(model=path, layer=0, special_tokens="keep").fit_transform(TEXTS)
+    ids = [e.ids for e in TokenEmbedder(model=path)._encode(load_encoder(path), TEXTS)]
+    one_layer = {**params, "layers": params["layers"][:1]}
+    for x, e, i in zip(first, emb, ids):
+        ref = numpy_encoder(one_layer, i, n_heads=2)
+        np.testing.assert_allclose(x, ref, atol=1e-4)
+        assert not np.allclose(x, e, atol=1e-3)
+    with pytest.raises(ValueError, match="layer=3 is out of range"):
+        TokenEmbedder(model=path, layer=3).fit(TEXTS)
+    with pytest.raises(ValueError, match="layer=-4 is out of range"):
+        TokenEmbedder(model=path, layer=-4).transform(TEXTS)
+
+
+def test_attention_projections_reproduce_the_layer(tiny_model):
+    """[x, 1] W of the returned projections is the layer's query, key and value; attention matches."""
+    from skdiagatt.kernels.attention import plain_attention
+    from skdiagatt.kernels.transformer import _self_attention
+
+    path, params = tiny_model
+    layer = attention_projections(path, layer=-1)
+    assert layer.n_heads == 2 and layer.attention_weights["W_V"].shape == (9, 8)
+    X = TokenEmbedder(model=path, layer=-2, special_tokens="keep").fit_transform(TEXTS)
+    for x in X:
+        ones = np.hstack([x, np.ones((len(x), 1), np.float32)])
+        for key, name in (("W_Q", "query"), ("W_K", "key"), ("W_V", "value")):
+            ref = x @ params["layers"][1][name]["weight"].T + params["layers"][1][name]["bias"]
+            np.testing.assert_allclose(ones @ layer.attention_weights[key], ref, atol=1e-5)
+        W = {k: w.reshape(9, 2, 4).transpose(1, 0, 2) for k, w in layer.attention_weights.items()}
+        where = np.ones((1, len(x)), bool)
+        ours = plain_attention(ones[None], where, W["W_Q"], W["W_K"], W["W_V"])  # (1, L, H, d_h)
+        ref = _self_attention(jnp.asarray(x[None]), params["layers"][1], where, 2)
+        np.testing.assert_allclose(np.asarray(ours).reshape(1, len(x), 8), ref, atol=1e-5)
+    with pytest.raises(ValueError, match="embedding layer"):
+        attention_projections(path, layer=0)
 
 
 @needs_tokenizers
