@@ -186,6 +186,41 @@ def test_prefix_tuning_baseline(data):
     assert all(np.all(m.sum(1) < 1) for m in mass)  # the prefix takes part of the mass
 
 
+def test_lora_baseline(data):
+    from skdiagatt.baselines import LoRARegressor
+
+    X, y = data
+    est = LoRARegressor(rank=2, max_iter=3, random_state=0).fit(X, y)
+    shapes = {k: v.shape for k, v in est.params_.items()}
+    assert shapes == {"A_Q": (4, 2), "B_Q": (1, 2, 4), "A_V": (4, 2), "B_V": (1, 2, 4), "W_out": (4, 1), "b": (1,)}
+    assert "feature_map" not in est.get_params() and est.get_params()["rank"] == 2
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    for m in est.attention(X[:3]):  # no prefix: every query's mass stays on the rows
+        np.testing.assert_allclose(m.sum(1), 1.0, atol=1e-5)
+
+
+def test_lora_adapts_the_frozen_query_and_value():
+    """Targets of attention with rank-one changed W_Q and W_V: LoRA learns them, the frozen layer cannot."""
+    from skdiagatt.baselines import LoRARegressor
+    from skdiagatt.kernels.attention import plain_attention
+
+    rng = np.random.RandomState(1)
+    d, H, n = 6, 2, 500
+    W = {k: (0.4 * rng.randn(H, d, 3)).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
+    a, bq, bv = rng.randn(d, 1), rng.randn(H, 1, 3), rng.randn(H, 1, 3)
+    true_q = W["W_Q"] + np.einsum("dq,hqe->hde", a, bq)
+    true_v = W["W_V"] + np.einsum("dq,hqe->hde", a, bv)
+    X = rng.randn(n, 7, d).astype(np.float32)
+    T = np.asarray(plain_attention(jnp.asarray(X), jnp.ones((n, 7), bool), jnp.asarray(true_q, jnp.float32),
+                                   W["W_K"], jnp.asarray(true_v, jnp.float32)))
+    y = T.reshape(n, 7, -1).mean(1) @ rng.randn(H * 3)
+    common = dict(attention_weights=W, n_heads=H, max_iter=80, learning_rate=0.02, random_state=0)
+    lora = LoRARegressor(rank=1, **common).fit(X[:400], y[:400])
+    frozen = NTKPrefixRegressor(init="zeros", train_state=False, feature_map="elu", **common).fit(X[:400], y[:400])
+    assert lora.score(X[400:], y[400:]) > frozen.score(X[400:], y[400:]) + 0.1
+
+
 def test_state_gradient_at_zero_is_the_true_one():
     """Training from Z = k = 0 must not be stuck: d/dZ at zero equals a finite difference."""
     import jax
@@ -365,6 +400,32 @@ def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
     same = NTKPrefixRegressor(solver="varpro", **common).fit(X[:200], y[:200])
     np.testing.assert_array_equal(same.predict(X[200:]), est.predict(X[200:]))
     assert len(est.loss_curve_) == est.n_iter_ + 1  # L-BFGS iterations, then the exact solve
+
+
+def test_varpro_with_early_stopping_keeps_the_best_validated_state():
+    """early_stopping=True: L-BFGS on the training part, the held-out loss monitored every iteration,
+    and the k of least held-out loss kept (its solve is the fitted model)."""
+    from skdiagatt._ntk_solve import _batches, _validation_loss, fit_varpro
+    from skdiagatt._training.data import training_data
+
+    X, y, W = _prefix_target_data(seed=2)
+    y = y + np.random.RandomState(0).randn(len(y)) * y.std()  # noisy: the training loss overfits
+    common = dict(attention_weights=W, n_heads=1, random_state=0, max_iter=12, n_iter_no_change=12)
+    est = NTKPrefixRegressor(early_stopping=True, validation_fraction=0.3, **common).fit(X[:120], y[:120])
+    assert est.n_iter_ == len(est.loss_curve_) - 1 and len(est.validation_scores_) == est.n_iter_
+    assert np.all(np.isfinite(est.predict(X[120:])))
+    plain = NTKPrefixRegressor(**common).fit(X[:120], y[:120])
+    assert plain.validation_scores_ is None
+    # The kernel-level loop: the kept state's held-out loss is the least one seen.
+    W3 = {key: jnp.asarray(est.attention_weights_[key]) for key in ("W_Q", "W_K", "W_V")}
+    Y = ((y - y.mean()) / y.std()).astype(np.float32)[:, None]
+    data, held = training_data(X[:80], Y[:80], growth=COARSE), training_data(X[80:120], Y[80:120], growth=COARSE)
+    config = est._config()
+    params, curve, scores = fit_varpro(plain.params_["k"] * 0, W3, data, config, 1e-4, 10, 1e-4, 10,
+                                       validation=held)
+    assert len(scores) == len(curve) - 1 and len(set(scores)) > 1
+    loss = _validation_loss(jnp.asarray(params["k"]), W3, _batches(data), _batches(held), jnp.float32(1e-4), config)
+    assert float(loss) == pytest.approx(min(scores), rel=1e-5)
 
 
 def test_default_solver_falls_back_to_adam_where_the_exact_solve_overflows(data):

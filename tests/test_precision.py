@@ -21,7 +21,7 @@ from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
 from skdiagatt import diagatt as diagatt_module
 from skdiagatt import ntk as ntk_module
 from skdiagatt._training import step as training_step
-from skdiagatt.baselines import PrefixTuningRegressor, StdAttClassifier, StdAttRegressor
+from skdiagatt.baselines import LoRARegressor, PrefixTuningRegressor, StdAttClassifier, StdAttRegressor
 from skdiagatt.baselines import stdatt as stdatt_module
 from skdiagatt.datasets import make_individualized_regression
 from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
@@ -53,6 +53,7 @@ ESTIMATORS = [
     StdAttRegressor(max_iter=1, calibration_iter=1),
     StdAttClassifier(max_iter=1, calibration_iter=1),
     PrefixTuningRegressor(prefix_length=3, max_iter=1),
+    LoRARegressor(rank=2, max_iter=1),
 ]
 
 

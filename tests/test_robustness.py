@@ -137,6 +137,8 @@ _SPECS = [
          dict(calibration_iter=1, batch_size=2, **_TRAIN), (5, [MID] * 4), "softmax"),
     Spec("PrefixTuningRegressor", _baseline("PrefixTuningRegressor"), "reg",
          dict(prefix_length=3, batch_size=2, **_TRAIN), (4, [P1] * 4), "partial"),
+    Spec("LoRARegressor", _baseline("LoRARegressor"), "reg",
+         dict(rank=2, batch_size=2, **_TRAIN), (4, [P1] * 4), "partial"),
     Spec("GroupLassoRegressor", _baseline("GroupLassoRegressor"), "reg", dict(max_iter=300), None, None),
     Spec("GroupLassoClassifier", _baseline("GroupLassoClassifier"), "clf", dict(max_iter=300), None, None),
     Spec("TwoStepRegressor", _baseline("TwoStepRegressor"), "reg",

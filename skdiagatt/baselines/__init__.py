@@ -11,12 +11,15 @@ arrays or a ``(n, p, d)`` array) and offer ``fit / predict / localize``:
   self-attention, pooled, linear read-out, trained by the same loop as DiagAtt;
 - :class:`OracleRegressor` -- told the true rows: the RMSE floor;
 - :class:`PrefixTuningRegressor` -- NTK-Attention's finite counterpart: an
-  explicit trainable prefix attended exactly (P-Tuning style).
+  explicit trainable prefix attended exactly (P-Tuning style);
+- :class:`LoRARegressor` -- NTK-Attention's other competitor: low-rank updates
+  of the frozen query and value projections (Hu et al., 2022).
 
 MDSP (Tang et al., 2021) is not included: no public implementation exists.
 """
 
 from .group_lasso import GroupLassoClassifier, GroupLassoRegressor
+from .lora import LoRARegressor
 from .oracle import OracleRegressor
 from .prefix_tuning import PrefixTuningRegressor
 from .stdatt import StdAttClassifier, StdAttRegressor
@@ -31,4 +34,5 @@ __all__ = [
     "StdAttClassifier",
     "OracleRegressor",
     "PrefixTuningRegressor",
+    "LoRARegressor",
 ]

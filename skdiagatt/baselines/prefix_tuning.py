@@ -2,13 +2,13 @@
 
 import numpy as np
 
-from .._params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
-from ..ntk import NTKPrefixRegressor
+from .._params import Integer
+from ._frozen_attention import FrozenAttentionBaseline
 
 __all__ = ["PrefixTuningRegressor"]
 
 
-class PrefixTuningRegressor(NTKPrefixRegressor):
+class PrefixTuningRegressor(FrozenAttentionBaseline):
     """Frozen attention over ``[P; X]`` with a trainable prefix ``P`` (m, d) and read-out.
 
     The finite-prefix counterpart of :class:`skdiagatt.NTKPrefixRegressor`: the
@@ -45,24 +45,10 @@ validation_fraction, random_state, verbose, callback, warm_start
     True
     """
 
-    # Fixed settings of the parent that this baseline does not expose.
-    feature_map = "exact"
-    degree = 0
+    feature_map = "exact"  # a label: the kernels go by the parameters' names
     init = "prefix"
-    train_state = True
-    state_scale = 1.0
-    solver = "adam"
-    _shape_parameters = ("n_heads", "head_dim", "attention_weights", "prefix_length")
-    _parameter_rules = {
-        **TRAINING_RULES,
-        "n_heads": Integer(1),
-        "head_dim": Either(Options(None), Integer(1)),
-        "attention_weights": Anything(),
-        "prefix_length": Integer(1),
-        "pooling": Options("mean", "first", None),
-        "causal": Boolean(),
-        "alpha": Real(0.0, closed=True),
-    }
+    _shape_parameters = FrozenAttentionBaseline._shape_parameters + ("prefix_length",)
+    _parameter_rules = {**FrozenAttentionBaseline._parameter_rules, "prefix_length": Integer(1)}
 
     def __init__(
         self,

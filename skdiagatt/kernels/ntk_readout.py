@@ -2,7 +2,9 @@
 
 Parameters (trained): ``Z`` (H, r, d_v), ``k`` (H, r) -- the compressed
 infinitely long prefix of NTK-Attention -- or, for the P-Tuning-style
-baseline, an explicit prefix ``P`` (m, d) attended exactly; and the read-out
+baseline, an explicit prefix ``P`` (m, d) attended exactly, or, for the LoRA
+baseline, low-rank updates ``A_Q`` (d, q), ``B_Q`` (H, q, d_h), ``A_V`` (d, q),
+``B_V`` (H, q, d_v) of the query and value projections; and the read-out
 ``W_out`` (H * d_v, t), ``b`` (t,).
 Fixed (``frozen``): ``Z`` and ``k`` too when they are not trained, the attention projections ``W_Q``, ``W_K`` (H, d, d_h),
 ``W_V`` (H, d, d_v) and ``alpha``, the L2 penalty of the read-out.
@@ -12,17 +14,50 @@ Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
 
 import jax.numpy as jnp
 
-from ._matmul import matmul
-from .attention import attention_weights, key_attention_mass, prefix_attention
+from ._matmul import einsum, matmul
+from .attention import attention_weights, key_attention_mass, plain_attention, prefix_attention
 from .features import feature_dim
 from .losses import gaussian_loglik
 from .ntk_attention import ntk_attention
 
-__all__ = ["ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
+__all__ = ["adapted_projections", "ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
+
+
+def adapted_projections(params, frozen):
+    """``W_Q`` and ``W_V`` plus their low-rank updates where ``params`` has them.
+
+    LoRA (Hu et al., 2022, Eq. 3) adds ``A B`` to a frozen projection, with
+    ``A`` (d, q) shared by the heads and ``B`` (H, q, d_h) split like the
+    projection's columns: head ``h`` gets ``W_h + A B_h``.
+
+    Returns
+    -------
+    W_Q : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.ntk_readout import adapted_projections
+    >>> frozen = {"W_Q": jnp.zeros((2, 3, 4)), "W_V": jnp.zeros((2, 3, 4))}
+    >>> params = {"A_Q": jnp.ones((3, 1)), "B_Q": jnp.ones((2, 1, 4)),
+    ...           "A_V": jnp.ones((3, 1)), "B_V": jnp.zeros((2, 1, 4))}
+    >>> W_Q, W_V = adapted_projections(params, frozen)
+    >>> float(W_Q.sum()), float(W_V.sum())           # rank one: every entry of A B is 1
+    (24.0, 0.0)
+    """
+    W_Q, W_V = frozen["W_Q"], frozen["W_V"]
+    if "A_Q" in params:
+        W_Q = W_Q + einsum("dq,hqe->hde", params["A_Q"], params["B_Q"])
+        W_V = W_V + einsum("dq,hqe->hde", params["A_V"], params["B_V"])
+    return W_Q, W_V
 
 
 def _attend(params, frozen, X, where, config, Z, k, W_V):
     feature_map, degree, causal, _ = config
+    if "A_Q" in params:
+        W_Q, W_V = adapted_projections(params, {**frozen, "W_V": W_V})
+        return plain_attention(X, where, W_Q, frozen["W_K"], W_V, causal=causal)
     if "P" in params:
         return prefix_attention(X, where, params["P"], frozen["W_Q"], frozen["W_K"], W_V, causal=causal)
     return ntk_attention(
@@ -48,7 +83,8 @@ def ntk_readout_forward(params, frozen, X, where, config):
     ----------
     params : dict
         Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
-        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+        (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
+        ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
     frozen : dict
         ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
         ``k`` too when they are not trained.
@@ -102,7 +138,8 @@ def ntk_readout_loss(params, frozen, batch, config):
     ----------
     params : dict
         Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
-        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+        (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
+        ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
     frozen : dict
         ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
         ``k`` too when they are not trained.
@@ -165,7 +202,8 @@ def ntk_row_mass(params, frozen, X, where, config):
     ----------
     params : dict
         Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
-        (m, d) for an exact prefix; ``W_out`` (H * d_v, t), ``b`` (t,).
+        (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
+        ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
     frozen : dict
         ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
         ``k`` too when they are not trained.
@@ -206,8 +244,9 @@ def ntk_row_mass(params, frozen, X, where, config):
     [[1.0, 1.0], [1.0, 1.0]]
     """
     params = {**frozen, **params}
-    if "P" in params:
-        w = attention_weights(X, where, frozen["W_Q"], frozen["W_K"], P=params["P"], causal=config[2])
+    if "P" in params or "A_Q" in params:
+        W_Q = adapted_projections(params, frozen)[0]
+        w = attention_weights(X, where, W_Q, frozen["W_K"], P=params.get("P"), causal=config[2])
         return key_attention_mass(w, where)
     if config[0] == "cumulant":  # Z = e_0: the prefix's mean value is 1 (phi_g[0] = 1)
         rows = feature_dim("cumulant", frozen["W_Q"].shape[-1], config[1])
