@@ -8,7 +8,14 @@ import numpy as np
 import optax
 
 from ._training.progress import Progress
-from .kernels.ntk_varpro import design_moments, merge_moments, ridge_from_moments, state_from_ridge, varpro_loss
+from .kernels.ntk_varpro import (
+    design_moments,
+    heldout_loss,
+    merge_moments,
+    ridge_from_moments,
+    state_from_ridge,
+    varpro_loss,
+)
 
 __all__ = ["fit_varpro"]
 
@@ -55,7 +62,15 @@ def _solve(k, frozen, batches, alpha, config):
     return ridge_from_moments(mom, alpha)
 
 
-def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, verbose=0, callback=None):
+@partial(jax.jit, static_argnames=("config",))
+def _validation_loss(k, frozen, batches, validation, alpha, config):
+    """The held-out loss of the read-out and ``Z`` solved on ``batches`` for this ``k``."""
+    theta, b, _ = _solve(k, frozen, batches, alpha, config)
+    return heldout_loss(merge_moments([design_moments(k, frozen, v, config) for v in validation]), theta, b)
+
+
+def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, verbose=0, callback=None,
+               validation=None):
     """Minimise the training loss over ``k`` with ``Z`` and the read-out at their exact optimum.
 
     Parameters
@@ -74,24 +89,34 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     max_iter : int
         L-BFGS iterations at most (0: solve ``Z`` and the read-out for the given ``k``).
     tol, n_iter_no_change
-        Stop once the loss has not fallen by ``tol`` (relative) for that many iterations.
+        Stop once the monitored loss has not fallen by ``tol`` (relative) for
+        that many iterations.
     verbose, callback
         Progress per iteration (:class:`~skdiagatt._training.progress.Progress`);
         a true return of ``callback`` stops the iterations.
+    validation : list or None
+        Held-out buckets (as ``data``).  Given, the loss monitored is theirs,
+        for the read-out and ``Z`` solved on ``data``, and the ``k`` of the
+        least held-out loss is kept: ``k`` has as many entries per head as
+        the quadratic log-mass, which few samples cannot pin down.
 
     Returns
     -------
     params : dict of ndarray
         ``Z``, ``k``, ``W_out``, ``b``.
     loss_curve : list of float
-        The loss at the start of every iteration, then at the end.
+        The training loss at the start of every iteration, then at the end.
+    validation_curve : list of float
+        The held-out loss after every iteration (empty without ``validation``).
     """
     batches = _batches(data)
     frozen = {key: jnp.asarray(frozen[key]) for key in ("W_Q", "W_K", "W_V")}
     alpha = jnp.float32(alpha)
     k = jnp.asarray(k)
     k, state = _in_step_form((k, optax.lbfgs().init(k)), batches)
-    curve, best, stale = [], np.inf, 0
+    held = _batches(validation) if validation else None
+    curve, scores, best, stale = [], [], np.inf, 0
+    kept = k
     with Progress("NTKPrefixRegressor varpro", max_iter, verbose, callback) as progress:
         for it in range(max_iter):
             k_next, state, value = _step(k, state, frozen, batches, alpha, config)
@@ -99,11 +124,21 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
             curve.append(value)
             if not np.isfinite(value):
                 raise FloatingPointError(f"the training loss became {value} at L-BFGS iteration {it + 1}")
-            stale = 0 if value < best - tol * max(abs(best), 1e-12) else stale + 1
-            best = min(best, value)
             k = k_next
-            if progress.end_epoch(value) or stale >= n_iter_no_change:
+            monitored = value
+            if held is not None:
+                monitored = float(_validation_loss(k, frozen, batches, held, alpha, config))
+                scores.append(monitored)
+            if monitored < best - tol * max(abs(best), 1e-12):
+                stale = 0
+            else:
+                stale += 1
+            if monitored < best:
+                best, kept = monitored, k
+            if progress.end_epoch(value, monitored if held is not None else None) or stale >= n_iter_no_change:
                 break
+    if held is not None:
+        k = kept
     theta, b, value = _solve(k, frozen, batches, alpha, config)
     curve.append(float(value))
     H, _, dv = frozen["W_V"].shape
@@ -113,4 +148,4 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     bad = [key for key, v in params.items() if not np.all(np.isfinite(v))]
     if bad or not np.isfinite(curve[-1]):
         raise FloatingPointError(f"the exact read-out solve gave non-finite {', '.join(bad) or 'loss'}")
-    return params, curve
+    return params, curve, scores

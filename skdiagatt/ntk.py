@@ -130,9 +130,10 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         so those are solved exactly (a ridge regression on all the training
         data) and ``k`` alone is trained by full-batch L-BFGS on the loss at
         that optimum (``max_iter`` iterations; see
-        :mod:`skdiagatt.kernels.ntk_varpro`).  Needs ``train_state=True``,
-        no ``early_stopping`` and at most d_v targets; :meth:`partial_fit`
-        and :meth:`fit_chunks` always use Adam.  ``"auto"``: ``"varpro"``
+        :mod:`skdiagatt.kernels.ntk_varpro`); with ``early_stopping`` the
+        exact solve uses the training part and the ``k`` of least
+        validation loss is kept.  Needs ``train_state=True`` and at most d_v
+        targets; :meth:`partial_fit` and :meth:`fit_chunks` always use Adam.  ``"auto"``: ``"varpro"``
         where it applies, else ``"adam"``.
     alpha : float, default=1e-4
         L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
@@ -237,9 +238,8 @@ validation_fraction, random_state, verbose, callback, warm_start
 
     # ----------------------------------------------------------------- checks
     def _check_combination(self):
-        if self.solver == "varpro" and (not self.train_state or self.early_stopping):
-            raise ValueError("solver='varpro' trains Z and k on all the training data: use "
-                             "solver='adam' with train_state=False or early_stopping=True")
+        if self.solver == "varpro" and not self.train_state:
+            raise ValueError("solver='varpro' trains Z and k: use solver='adam' with train_state=False")
 
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
@@ -405,7 +405,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         """Variable projection in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
         t, dv = params["b"].shape[0], frozen["W_V"].shape[-1]
         if self.solver == "auto":
-            varpro = self.train_state and not self.early_stopping and t <= dv
+            varpro = self.train_state and t <= dv
         else:
             varpro = self.solver == "varpro"
         if not varpro or incremental or train.steps_per_epoch is not None:
@@ -415,8 +415,9 @@ validation_fraction, random_state, verbose, callback, warm_start
                              f"product), got {t}: use solver='adam' or a larger head_dim")
         projections = {k: frozen[k] for k in _PROJECTIONS}
         try:
-            solved, curve = fit_varpro(params["k"], projections, train.loop["data"], self._config(), self.alpha,
-                                       self.max_iter, self.tol, self.n_iter_no_change, self.verbose, self.callback)
+            solved, curve, scores = fit_varpro(
+                params["k"], projections, train.loop["data"], self._config(), self.alpha, self.max_iter,
+                self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.loop["validation"])
         except FloatingPointError as exc:
             # Rows large enough to overflow the float32 solve; Adam keeps its
             # last finite parameters instead, so "auto" falls back to it.
@@ -426,7 +427,7 @@ validation_fraction, random_state, verbose, callback, warm_start
             warnings.warn(f"{type(self).__name__}: the exact solve failed ({exc}); trained by Adam instead",
                           ConvergenceWarning, stacklevel=4)
             return super()._train(phases, params, frozen, train, state, incremental)
-        return solved, [TrainResult(loss_curve=list(curve), n_iter=len(curve) - 1)]
+        return solved, [TrainResult(loss_curve=list(curve), validation_curve=list(scores), n_iter=len(curve) - 1)]
 
     def _init_params(self, frozen, t, rng):
         H, d, dh = frozen["W_K"].shape

@@ -34,7 +34,7 @@ from .features import feature_dim
 from .ntk_attention import ntk_attention
 from .ntk_readout import pool_rows
 
-__all__ = ["ntk_design", "varpro_loss"]
+__all__ = ["ntk_design", "varpro_loss", "heldout_loss"]
 
 
 def ntk_design(k, frozen, X, where, config):
@@ -166,6 +166,43 @@ def ridge_from_moments(mom, alpha):
     fit = jnp.sum(theta * matmul(G, theta)) - 2.0 * jnp.sum(theta * c)
     loss = 0.5 * (mom["yy"] / n + fit) + lam * jnp.sum(theta * theta)
     return theta, mom["y"] - mom["f"] @ theta, loss
+
+
+def heldout_loss(mom, theta, b):
+    """Half the weighted mean squared error of ``b + F theta`` on data summarised by ``mom``.
+
+    Parameters
+    ----------
+    mom : dict
+        :func:`merge_moments` of held-out batches.
+    theta : array, shape (p, t)
+    b : array, shape (t,)
+
+    Returns
+    -------
+    scalar
+        ``0.5 * sum_i w_i ||y_i - b - F_i theta||^2 / sum_i w_i``: with centred
+        ``F_c, y_c`` the cross terms with the mean residual
+        ``y_bar - b - f_bar theta`` sum to zero, leaving
+        ``(yy - 2 <theta, fy> + <theta, ff theta>) / n + ||mean residual||^2``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from skdiagatt.kernels.ntk_varpro import heldout_loss
+    >>> rng = np.random.default_rng(0)
+    >>> F, y = rng.standard_normal((8, 3)), rng.standard_normal((8, 1))
+    >>> Fc, yc = F - F.mean(0), y - y.mean(0)
+    >>> mom = {"n": 8.0, "f": F.mean(0), "y": y.mean(0), "ff": Fc.T @ Fc, "fy": Fc.T @ yc, "yy": float((yc ** 2).sum())}
+    >>> theta, b = rng.standard_normal((3, 1)), np.array([0.5])
+    >>> direct = 0.5 * np.mean(np.sum((y - b - F @ theta) ** 2, axis=1))
+    >>> bool(np.isclose(heldout_loss(mom, theta, b), direct))
+    True
+    """
+    n = mom["n"]
+    resid = mom["y"] - b - mom["f"] @ theta
+    spread = mom["yy"] - 2.0 * jnp.sum(theta * mom["fy"]) + jnp.sum(theta * matmul(mom["ff"], theta))
+    return 0.5 * (spread / n + jnp.sum(resid * resid))
 
 
 def varpro_loss(k, frozen, batches, config, alpha):
