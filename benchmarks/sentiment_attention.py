@@ -46,6 +46,9 @@ SETTINGS = {
     'init="mixture"': dict(init="mixture"),
     "alpha=0.1": dict(alpha=0.1),
     "alpha=1 (nearly uniform)": dict(alpha=1.0),
+    # Rows from the encoder's second layer: words still distinct, less context mixed in.
+    "layer-2 rows, defaults": dict(layer=2),
+    "layer-2 rows, alpha=0.01, temperature=6": dict(layer=2, alpha=0.01, temperature=6.0),
 }
 
 
@@ -56,8 +59,9 @@ def flatness(weights):
     return float(np.median(vals))
 
 
-def one_split(split, E, y, words, lexicon):
+def one_split(split, rows, y, words, lexicon):
     """Rows ``{setting: measures}`` of one 70 / 10 / 20 split."""
+    E = rows[-1]
     idx = np.arange(len(E))
     trval, te = train_test_split(idx, test_size=0.2, stratify=y, random_state=split)
     tr, va = train_test_split(trval, test_size=0.125, stratify=y[trval], random_state=split)
@@ -70,9 +74,11 @@ def one_split(split, E, y, words, lexicon):
         acc=accuracy_score(y[te], lr.predict(pooled[te])), flat=np.nan,
         lex=lex([np.argsort(-(s * (E[i] @ lr.coef_[0])), kind="stable")[:1] for i, s in zip(te, sign)]),
         start="", secs=0.0)}
-    Z = RowPCA(64, random_state=0).fit([E[i] for i in tr]).transform(E)
-    part = lambda ids: [Z[i] for i in ids]  # noqa: E731
+    projected = {layer: RowPCA(64, random_state=0).fit([R[i] for i in tr]).transform(R) for layer, R in rows.items()}
     for name, kw in SETTINGS.items():
+        kw = dict(kw)
+        Z = projected[kw.pop("layer", -1)]
+        part = lambda ids: [Z[i] for i in ids]  # noqa: E731
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -98,7 +104,8 @@ def render(runs, args, wall):
         "Written by `benchmarks/sentiment_attention.py`; do not edit by hand.", "",
         "3,000 balanced Rotten Tomatoes snippets embedded by all-MiniLM-L6-v2 (as in "
         "`examples/plot_sentiment.py`); per split 70% training, 10% validation, 20% test; "
-        "DiagAttClassifier on the tokens projected on 64 principal axes of the training tokens, "
+        "DiagAttClassifier on the tokens projected on 64 principal axes of the training tokens "
+        "(the last layer's hidden states, or the second layer's where the setting says so), "
         "logistic regression on the mean of the 384-d embeddings.  *Entropy*: median over test "
         "snippets of the attention's entropy / log p (1 = mean pooling).  *Lexicon precision*: "
         "share of the tokens `localize()` selects that are VADER words of the snippet's polarity "
@@ -132,11 +139,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     start = time.perf_counter()
     texts, y = load_rotten_tomatoes(n_samples=3000, balanced=True, random_state=0)
-    embedder = TokenEmbedder()
-    E = embedder.fit_transform(texts)
-    words = embedder.get_tokens(texts, words=True)
+    layers = sorted({kw.get("layer", -1) for kw in SETTINGS.values()})
+    rows = {layer: TokenEmbedder(layer=layer).fit_transform(texts) for layer in layers}
+    words = TokenEmbedder().get_tokens(texts, words=True)
     lexicon = load_vader_lexicon()
-    runs = [one_split(split, E, y, words, lexicon) for split in range(args.splits)]
+    runs = [one_split(split, rows, y, words, lexicon) for split in range(args.splits)]
     with open(args.out, "w") as f:
         f.write(render(runs, args, time.perf_counter() - start))
     print(f"wrote {args.out}")
