@@ -23,12 +23,21 @@ from .ntk_attention import ntk_attention
 __all__ = ["adapted_projections", "ntk_readout_forward", "ntk_readout_loss", "ntk_row_mass"]
 
 
-def adapted_projections(params, frozen):
+def adapted_projections(params, W_Q, W_V):
     """``W_Q`` and ``W_V`` plus their low-rank updates where ``params`` has them.
 
     LoRA (Hu et al., 2022, Eq. 3) adds ``A B`` to a frozen projection, with
     ``A`` (d, q) shared by the heads and ``B`` (H, q, d_h) split like the
     projection's columns: head ``h`` gets ``W_h + A B_h``.
+
+    Parameters
+    ----------
+    params : dict
+        Trained parameters; the updates are ``A_Q`` (d, q), ``B_Q`` (H, q, d_h),
+        ``A_V`` (d, q), ``B_V`` (H, q, d_v), and without them the projections
+        are returned as they are.
+    W_Q : array, shape (H, d, d_h)
+    W_V : array, shape (H, d, d_v)
 
     Returns
     -------
@@ -39,14 +48,12 @@ def adapted_projections(params, frozen):
     --------
     >>> import jax.numpy as jnp
     >>> from skdiagatt.kernels.ntk_readout import adapted_projections
-    >>> frozen = {"W_Q": jnp.zeros((2, 3, 4)), "W_V": jnp.zeros((2, 3, 4))}
     >>> params = {"A_Q": jnp.ones((3, 1)), "B_Q": jnp.ones((2, 1, 4)),
     ...           "A_V": jnp.ones((3, 1)), "B_V": jnp.zeros((2, 1, 4))}
-    >>> W_Q, W_V = adapted_projections(params, frozen)
+    >>> W_Q, W_V = adapted_projections(params, jnp.zeros((2, 3, 4)), jnp.zeros((2, 3, 4)))
     >>> float(W_Q.sum()), float(W_V.sum())           # rank one: every entry of A B is 1
     (24.0, 0.0)
     """
-    W_Q, W_V = frozen["W_Q"], frozen["W_V"]
     if "A_Q" in params:
         W_Q = W_Q + einsum("dq,hqe->hde", params["A_Q"], params["B_Q"])
         W_V = W_V + einsum("dq,hqe->hde", params["A_V"], params["B_V"])
@@ -56,7 +63,7 @@ def adapted_projections(params, frozen):
 def _attend(params, frozen, X, where, config, Z, k, W_V):
     feature_map, degree, causal, _ = config
     if "A_Q" in params:
-        W_Q, W_V = adapted_projections(params, {**frozen, "W_V": W_V})
+        W_Q, W_V = adapted_projections(params, frozen["W_Q"], W_V)
         return plain_attention(X, where, W_Q, frozen["W_K"], W_V, causal=causal)
     if "P" in params:
         return prefix_attention(X, where, params["P"], frozen["W_Q"], frozen["W_K"], W_V, causal=causal)
@@ -245,7 +252,7 @@ def ntk_row_mass(params, frozen, X, where, config):
     """
     params = {**frozen, **params}
     if "P" in params or "A_Q" in params:
-        W_Q = adapted_projections(params, frozen)[0]
+        W_Q = adapted_projections(params, frozen["W_Q"], frozen["W_V"])[0]
         w = attention_weights(X, where, W_Q, frozen["W_K"], P=params.get("P"), causal=config[2])
         return key_attention_mass(w, where)
     if config[0] == "cumulant":  # Z = e_0: the prefix's mean value is 1 (phi_g[0] = 1)
