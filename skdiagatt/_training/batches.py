@@ -164,9 +164,10 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
     own no block.
 
     Each slice's blocks, sample after sample, are padded with the empty
-    block to one count per epoch, the largest slice's rounded up to 5
-    significant bits: the step has one shape for a data set, and similar
-    data sets (the folds of a grid search) mostly share it.
+    block to one count per fit, :func:`_block_bound` rounded up to 4
+    significant bits: the step has one shape for a data set whatever the
+    epoch's cut, and similar data sets (the folds of a search) mostly share
+    it.
     """
     n, first = data.n, data.first
     counts = np.diff(first)
@@ -179,8 +180,20 @@ def _packed_minibatches(data, batch_size, rng, n_devices, layout):
     slots = width // n_slices
     slices = [_balanced_slices(idx, counts[idx], n_slices, slots) for idx in cuts]
     largest = max(int(counts[part].sum()) for parts in slices for part in parts)
-    K = n_devices * math.ceil(round_count(largest, bits=5) / n_devices)
+    K = n_devices * math.ceil(round_count(max(largest, _block_bound(counts, len(cuts) * n_slices)), bits=4) / n_devices)
     return packed_steps(data.arrays, first, slices, slots, K, data.arrays["X"].shape[0] - 1, data.weights)
+
+
+def _block_bound(counts, n_parts):
+    """Blocks that any of ``n_parts`` length-stratified parts of the samples holds, at most.
+
+    Dealt one sample per stratum of the length-sorted samples, a part holds
+    at most the mean plus the spread of the lengths, and one sample more for
+    the last stratum: a bound that does not depend on the epoch's random
+    cut, so that every epoch of a fit (and most folds of a search) runs
+    one compiled step.
+    """
+    return math.ceil(int(counts.sum()) / n_parts) + 2 * int(counts.max())
 
 
 def packed_steps(arrays, first, slices, slots, K, empty, weights=None):
