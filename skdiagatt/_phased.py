@@ -11,6 +11,7 @@ every fitted attribute at once, so a failed fit leaves the previous model.
 """
 
 import abc
+import math
 import warnings
 from typing import NamedTuple
 
@@ -21,8 +22,12 @@ from sklearn.utils import check_random_state
 from ._base import MatrixSampleEstimator
 from ._params import TRAINING_RULES
 from ._sources import Chunks, Samples, Shard, chunk_factory
-from ._training import fit_loop
+from ._training import fit_loop, steps_per_epoch
 from ._training.devices import processes_active
+
+#: ``max_iter="auto"``: at least this many epochs, and at least this many optimizer steps.
+_AUTO_EPOCHS = 20
+_AUTO_STEPS = 300
 
 __all__ = ["Phase", "PhasedEstimator"]
 
@@ -288,17 +293,36 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             fixed = {**frozen, **{p: v for p, v in params.items() if p not in keys}}
             loss_fn, trained, fixed = self._training_form(self._loss_fn, trained, fixed, state)
             extra = {"schedule": "constant", "opt_state": state.get("opt_state")} if incremental else {}
+            per_epoch = train.steps_per_epoch or steps_per_epoch(
+                [len(x) for x in train.samples], train.loop["batch_size"], self._pack, self._bucket_growth)
+            epochs = self._epochs(phase.max_iter, per_epoch)
             if train.steps_per_epoch is not None:
-                extra["total_steps"] = phase.max_iter * train.steps_per_epoch
+                extra["total_steps"] = epochs * train.steps_per_epoch
             trained, result = fit_loop(
-                loss_fn, phase.config, trained, fixed, max_iter=phase.max_iter,
-                learning_rate=self.learning_rate, label=phase.label, **extra, **train.loop,
+                loss_fn, phase.config, trained, fixed, max_iter=epochs,
+                learning_rate=self._step_size(), label=phase.label, **extra, **train.loop,
             )
             params = {**params, **self._fitted_form(trained, fixed)}
             results.append(result)
             if k == 0 and not incremental:
                 self._warn_unconverged(result)
         return params, results
+
+    def _epochs(self, max_iter, per_epoch):
+        """The epochs of a phase: ``max_iter``, or under ``"auto"`` enough for ``_AUTO_STEPS`` steps.
+
+        A fixed count of epochs is a handful of optimizer steps on a small
+        data set (90 samples: 3 minibatches an epoch) and more than needed on
+        a large one; ``"auto"`` runs at least ``_AUTO_EPOCHS`` epochs and at
+        least ``_AUTO_STEPS`` steps.
+        """
+        if max_iter != "auto":
+            return max_iter
+        return max(_AUTO_EPOCHS, math.ceil(_AUTO_STEPS / max(per_epoch, 1)))
+
+    def _step_size(self):
+        """Adam's step size: ``learning_rate`` (a subclass resolves ``"auto"``)."""
+        return self.learning_rate
 
     def _warn_unconverged(self, result):
         # The step size decays to 0 over max_iter epochs, so reaching it is the
@@ -307,8 +331,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         curve = result.validation_curve or result.loss_curve
         if result.stopped == "max_iter" and len(curve) > 1 and curve[-2] - curve[-1] > self.tol:
             warnings.warn(
-                f"{type(self).__name__}: the main phase reached max_iter={self.max_iter} "
-                f"epochs with its loss still falling by more than tol={self.tol} in the "
+                f"{type(self).__name__}: the main phase ran its {len(result.loss_curve)} epochs "
+                f"(max_iter={self.max_iter!r}) with its loss still falling by more than tol={self.tol} in the "
                 "last epoch; increase max_iter for a converged fit",
                 ConvergenceWarning,
                 stacklevel=5,

@@ -9,7 +9,7 @@ from ._base import check_finite_output
 from ._mil import STANDARD_MIL, AssumptionMixin
 from ._mixture import MAX_SAMPLES
 from ._params import Boolean, Either, Integer, Options, Real
-from ._readout import refit_readout
+from ._readout import cv_logistic_readout, refit_readout
 from ._sources import Samples
 from ._starts import data_start, scores_into_params
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
@@ -66,6 +66,8 @@ class _DiagAttBase(TwoPhaseEstimator):
         "value_refit": Boolean(),
         "init": Options("auto", "mixture", "zeros"),
         "assumption": Options("individualized"),
+        "max_iter": Either(Options("auto"), Integer(1)),
+        "learning_rate": Either(Options("auto"), Real(0.0)),
     }
 
     def __init__(
@@ -84,8 +86,8 @@ class _DiagAttBase(TwoPhaseEstimator):
         whiten=True,
         init="auto",
         calibration_iter=5,
-        max_iter=20,
-        learning_rate=0.01,
+        max_iter="auto",
+        learning_rate="auto",
         batch_size="auto",
         tol=1e-4,
         n_iter_no_change=5,
@@ -197,6 +199,12 @@ class _DiagAttBase(TwoPhaseEstimator):
             frozen["exclusion"] = np.float32(1.0)
         return frozen
 
+    def _step_size(self):
+        """``learning_rate``; "auto": 0.1 under standard-mil, whose scores must grow to several units, else 0.01."""
+        if self.learning_rate != "auto":
+            return self.learning_rate
+        return 0.1 if getattr(self, "_mil", False) else 0.01
+
     def _value_penalty(self):
         """The L2 penalty on ``V`` during training: ``alpha_value``, 0 under "auto"."""
         return 0.0 if isinstance(self.alpha_value, str) else self.alpha_value
@@ -206,15 +214,19 @@ class _DiagAttBase(TwoPhaseEstimator):
 
         Under ``"auto"`` a Gaussian read-out is the ridge regression on the
         attention-pooled rows whose penalty maximizes the evidence
-        (:mod:`skdiagatt._evidence`); other families keep their trained read-out
-        unless ``value_refit``.
+        (:mod:`skdiagatt._evidence`), a class read-out the logistic regression
+        whose penalty is chosen by cross-validation
+        (:func:`skdiagatt._readout.cv_logistic_readout`); the multiple-instance
+        read-out has no ``V`` and keeps what training found.
         """
-        evidence = isinstance(self.alpha_value, str) and family == "gaussian"
-        if not (self.value_refit or evidence):
+        auto = isinstance(self.alpha_value, str)
+        if "V" not in params or not (self.value_refit or auto):
             return params
         H, Y = map_device_data(_pooled, data, params, frozen)
-        return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=evidence,
-                             w=sample_weights(data))
+        w = sample_weights(data)
+        if auto and family != "gaussian":
+            return cv_logistic_readout(params, H, Y, frozen["S"], w)
+        return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=auto, w=w)
 
     def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
         super()._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
@@ -363,7 +375,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         L2 penalty on the value vectors.  "auto": none in training, then the
         regressor's ``V`` and ``b`` are refit as the ridge regression on the
         attention-pooled rows with the penalty of largest marginal likelihood
-        (empirical Bayes); the classifier's read-out is not penalized.
+        (empirical Bayes); the classifier's ``V`` and ``b`` are refit as the
+        L2 logistic (or softmax) regression on those rows whose penalty has
+        the least cross-validated log-loss, the penalty acting in the input's
+        coordinates, not the whitened ones.
     value_refit : bool, default=False
         After training, replace the value vectors ``V`` and the intercept
         ``b`` by the exact minimiser of the attention objective with the
@@ -394,10 +409,14 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         "zeros" under ``assumption="standard-mil"``.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
-    max_iter : int, default=20
-        Epochs of the main phase; the step size decays to 0 over them (cosine).
-    learning_rate : float, default=0.01
-        Adam step size.
+    max_iter : int or "auto", default="auto"
+        Epochs of the main phase; the step size decays to 0 over them
+        (cosine).  "auto": at least 20 epochs and at least 300 Adam steps,
+        so that a small data set (a few minibatches an epoch) is trained as
+        far as a large one.
+    learning_rate : float or "auto", default="auto"
+        Adam step size.  "auto": 0.01, and 0.1 under
+        ``assumption="standard-mil"``, whose scores must grow to several units.
     batch_size : int or "auto", default="auto"
         "auto": ``min(256, max(32, n // 16))``, so small data sets still get
         enough optimizer steps per epoch.  Samples whose lengths span several
@@ -514,8 +533,8 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         ``params_`` has no ``V``; ``b`` and ``intercept_`` hold the heads'
         offsets ``b_r``.  Both training phases minimize the bags' log-loss
         (the calibration phase fits the inverse temperatures and ``b``);
-        the scores must grow to several units, so a larger
-        ``learning_rate`` (0.1) suits this mode.  ``value_refit``,
+        the scores must grow to several units, so ``learning_rate="auto"``
+        is 0.1 in this mode.  ``value_refit``,
         ``exclusive_heads`` and ``row_contributions`` do not apply.  See
         ``docs/mil_assumptions.md``.
 
