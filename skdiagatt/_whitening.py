@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["second_moment", "preconditioner", "preconditioner_from_moment"]
+__all__ = ["oas_shrunk", "second_moment", "preconditioner", "preconditioner_from_moment"]
 
 
 def second_moment(samples, weights=None):
@@ -37,8 +37,11 @@ def preconditioner(samples, whiten, weights=None):
     so float32 scores stay in range for inputs of any magnitude.  With
     ``whiten``, ``S = M^{-1/2}`` for the uncentred second moment ``M`` of the
     scaled rows (uncentred, because the scores ``x^T W x`` are not translation
-    invariant), eigenvalues floored at 1e-6 of the largest so constant or
-    duplicated features do not blow up; else the identity.  ``weights``: the
+    invariant), shrunk towards a multiple of the identity by the
+    oracle-approximating shrinkage (:func:`oas_shrunk`) so that few rows
+    per feature do not make a whitener that amplifies noise directions, and
+    eigenvalues floored at 1e-6 of the largest so constant or duplicated
+    features do not blow up; else the identity.  ``weights``: the
     samples' weights, each sample's rows counted as often.
 
     Returns
@@ -58,6 +61,27 @@ def preconditioner_from_moment(M, rows, whiten):
     c = 1.0 / rms if rms > 0 else 1.0
     if not whiten:
         return np.float32(c), np.eye(d, dtype=np.float32)
-    ev, U = np.linalg.eigh(M * c * c)
+    ev, U = np.linalg.eigh(oas_shrunk(M * c * c, rows))
     ev = np.maximum(ev, max(ev.max(), 1e-30) * 1e-6)
     return np.float32(c), ((U / np.sqrt(ev)) @ U.T).astype(np.float32)
+
+
+def oas_shrunk(M, rows):
+    """``M`` shrunk towards ``mu I`` by the oracle-approximating shrinkage, (d, d) float64.
+
+    Chen, Wiesel, Eldar & Hero, "Shrinkage algorithms for MMSE covariance
+    estimation", IEEE Trans. Signal Processing 58 (2010), in the form of
+    :func:`sklearn.covariance.oas` (``assume_centered=True``), computed from
+    the moment itself: the rows are streamed in chunks and never stacked.
+    With ``mu = tr(M) / d`` and ``a = mean(M_jk^2)`` the weight of the target
+    is ``min(1, (a + mu^2) / ((n + 1)(a - mu^2 / d)))`` for ``n`` rows: large
+    when the rows are few per feature, vanishing as they grow.
+    """
+    d = M.shape[0]
+    mu = np.trace(M) / d
+    a = np.mean(M**2)
+    den = (rows + 1) * (a - mu**2 / d)
+    shrinkage = 1.0 if den <= 0 else min((a + mu**2) / den, 1.0)
+    out = (1.0 - shrinkage) * M
+    out.flat[:: d + 1] += shrinkage * mu
+    return out
