@@ -8,15 +8,17 @@ import difflib
 import functools
 import inspect
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._params import validate_parameters
+from ._params import inert_parameters, validate_parameters
 from ._ragged import FINE, check_ragged
 from ._training import map_samples
+from .exceptions import InertParameterWarning
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -307,6 +309,13 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         """Check the declared parameters (``_parameter_rules``), then their combinations."""
         validate_parameters(self)
         self._check_combination()
+        for name, setting in inert_parameters(self).items():
+            warnings.warn(
+                f"{type(self).__name__}: {name}={getattr(self, name)!r} has no effect with {setting}; "
+                f"the fit is the one of the default {name}",
+                InertParameterWarning,
+                stacklevel=4,
+            )
 
     def _check_combination(self):
         """Hook: raise if the parameters, each valid alone, do not go together."""

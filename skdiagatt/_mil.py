@@ -15,9 +15,24 @@ from sklearn.utils.validation import check_is_fitted
 
 from .kernels.mil import mil_logit, mil_loss
 
-__all__ = ["AssumptionMixin"]
+__all__ = ["AssumptionMixin", "with_mil_rules"]
 
 STANDARD_MIL = "standard-mil"
+
+
+def _under_mil(est):
+    return f"assumption={STANDARD_MIL!r}" if est._mil else None
+
+
+def with_mil_rules(rules):
+    """The inert-parameter ``rules`` plus those of this mode.
+
+    It has no value vectors to penalize and heads that each score instances
+    on their own.
+    """
+    heads = rules.get("exclusive_heads", lambda est: None)
+    return {**rules, "alpha_value": _under_mil,
+            "exclusive_heads": lambda est: heads(est) or _under_mil(est)}
 
 
 class AssumptionMixin:

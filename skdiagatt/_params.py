@@ -5,14 +5,26 @@ per ``__init__`` parameter; :func:`validate_parameters` checks them all at the
 start of ``fit`` and raises ``"{name} must be {rule}, got {value!r}"``.
 Checks that involve several parameters at once stay with the estimator
 (``_check_combination``).
+
+A value can be valid and still change nothing: ``validation_fraction``
+without early stopping, say.  An estimator declares such cases in
+``_inert_when = {"name": condition, ...}``, ``condition(est)`` returning the
+setting that makes the parameter inert (or None); :func:`inert_parameters`
+lists the parameters set away from their default that it makes inert, so
+that ``fit`` can say so (:class:`InertParameterWarning`) and a grid search
+over one is not silently a search over nothing.
 """
 
+import inspect
 import math
 import numbers
 
 import numpy as np
 
-__all__ = ["Anything", "Boolean", "Either", "Integer", "Options", "Real", "validate_parameters"]
+__all__ = [
+    "Anything", "Boolean", "Either", "Integer", "Options", "Real",
+    "TRAINING_INERT", "inert_parameters", "validate_parameters",
+]
 
 
 class Integer:
@@ -115,6 +127,29 @@ def validate_parameters(est):
             raise ValueError(f"{name} must be {rule}, got {value!r}")
 
 
+def _is_default(value, default):
+    try:
+        return bool(value is default or value == default)
+    except (TypeError, ValueError):  # an array compared element-wise
+        return False
+
+
+def inert_parameters(est):
+    """``{name: setting}``: the parameters of ``est`` set away from their default that have no effect.
+
+    ``setting`` names what makes the parameter inert (``"early_stopping=False"``).
+    """
+    defaults = {k: p.default for k, p in inspect.signature(type(est).__init__).parameters.items()}
+    inert = {}
+    for name, condition in getattr(type(est), "_inert_when", {}).items():
+        if _is_default(getattr(est, name), defaults[name]):
+            continue
+        setting = condition(est)
+        if setting:
+            inert[name] = setting
+    return inert
+
+
 #: The rules of the parameters every estimator trained by the optax loop shares.
 TRAINING_RULES = {
     "max_iter": Integer(1),
@@ -128,4 +163,10 @@ TRAINING_RULES = {
     "verbose": Either(Boolean(), Integer(0)),
     "callback": Either(Options(None), Callable()),
     "warm_start": Boolean(),
+}
+
+
+#: The training parameters that other settings make inert (see :func:`inert_parameters`).
+TRAINING_INERT = {
+    "validation_fraction": lambda est: None if est.early_stopping else "early_stopping=False",
 }

@@ -20,7 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ._base import MatrixSampleEstimator
-from ._params import TRAINING_RULES
+from ._params import TRAINING_INERT, TRAINING_RULES
 from ._sources import Chunks, Samples, Shard, chunk_factory
 from ._training import fit_loop, steps_per_epoch
 from ._training.devices import processes_active
@@ -69,6 +69,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
     """
 
     _parameter_rules = TRAINING_RULES
+    _inert_when = TRAINING_INERT
     #: The parameters that set the trained parameters' shapes (named when a warm start does not fit).
     _shape_parameters = ()
     #: Samples the start of the parameters is estimated from at most (a fit across processes gathers them).

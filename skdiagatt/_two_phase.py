@@ -36,6 +36,11 @@ class TwoPhaseEstimator(PhasedEstimator):
         "whiten": Boolean(),
         "calibration_iter": Integer(0),
     }
+    _inert_when = {
+        **PhasedEstimator._inert_when,
+        # Calibration follows the latent-row objective only.
+        "calibration_iter": lambda est: "objective='attention'" if est.objective == "attention" else None,
+    }
 
     @abc.abstractmethod
     def _init_params(self, d, t, rng):

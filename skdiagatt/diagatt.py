@@ -6,7 +6,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import check_finite_output
-from ._mil import STANDARD_MIL, AssumptionMixin
+from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
 from ._mixture import MAX_SAMPLES
 from ._params import Boolean, Either, Integer, Options, Real
 from ._readout import cv_logistic_readout, refit_readout
@@ -68,6 +68,12 @@ class _DiagAttBase(TwoPhaseEstimator):
         "assumption": Options("individualized"),
         "max_iter": Either(Options("auto"), Integer(1)),
         "learning_rate": Either(Options("auto"), Real(0.0)),
+    }
+    _inert_when = {
+        **TwoPhaseEstimator._inert_when,
+        "symmetric": lambda est: "rank=None (a full W)" if est.rank is None else None,
+        "exclusive_heads": lambda est: "n_heads=1" if est.n_heads == 1 else None,
+        "value_refit": lambda est: "alpha_value='auto', which refits" if isinstance(est.alpha_value, str) else None,
     }
 
     def __init__(
@@ -156,11 +162,9 @@ class _DiagAttBase(TwoPhaseEstimator):
 
         ``"mixture"``: the scores of the rows' Gaussian mixture
         (:mod:`skdiagatt._mixture`), one signal component per head.
-        ``"auto"``: the uniform, mixture or response start of least
-        cross-validated error of its read-out (:mod:`skdiagatt._starts`).  The
-        scores are affine in the whitened coordinates; they enter at the
-        temperature of ``log_scale = 0``.  A low-rank ``W`` starts from the
-        positive part of the quadratic coefficients.
+        ``"auto"``: the candidate start of least cross-validated error of its
+        read-out (:mod:`skdiagatt._starts`).  Scores enter at the temperature of
+        ``log_scale = 0``; a low-rank ``W`` starts from the positive part of ``A``.
         """
         self._chosen_start = "zeros"
         if self.init == "zeros" or (self.init == "auto" and getattr(self, "_mil", False)):
@@ -210,14 +214,10 @@ class _DiagAttBase(TwoPhaseEstimator):
         return 0.0 if isinstance(self.alpha_value, str) else self.alpha_value
 
     def _refit_readout(self, params, frozen, data, family):
-        """V and b refit with the trained weights fixed (``value_refit``, or ``alpha_value="auto"``).
+        """V and b refit with the weights fixed (``value_refit``, or ``alpha_value="auto"``; :mod:`~skdiagatt._readout`).
 
-        Under ``"auto"`` a Gaussian read-out is the ridge regression on the
-        attention-pooled rows whose penalty maximizes the evidence
-        (:mod:`skdiagatt._evidence`), a class read-out the logistic regression
-        whose penalty is chosen by cross-validation
-        (:func:`skdiagatt._readout.cv_logistic_readout`); the multiple-instance
-        read-out has no ``V`` and keeps what training found.
+        Under ``"auto"``: the ridge of largest evidence (Gaussian), the
+        logistic regression of cross-validated penalty (classes).
         """
         auto = isinstance(self.alpha_value, str)
         if "V" not in params or not (self.value_refit or auto):
@@ -560,6 +560,7 @@ loss_curve_phase_, validation_scores_, start_
     """
 
     _parameter_rules = {**_DiagAttBase._parameter_rules, "assumption": Options("individualized", STANDARD_MIL)}
+    _inert_when = with_mil_rules(_DiagAttBase._inert_when)
 
     def fit(self, X, y, sample_weight=None):
         """Fit the model.
