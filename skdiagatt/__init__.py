@@ -13,7 +13,7 @@ from ._training.progress import EpochInfo
 from .diagatt import DiagAttClassifier, DiagAttRegressor
 from .inspection import attention, localize, row_contributions
 from .ntk import NTKPrefixRegressor
-from .preprocessing import RowPCA, RowStandardScaler
+from .preprocessing import RowPCA, RowStandardScaler, RowWise
 
 __version__ = "0.1.0"
 
@@ -24,6 +24,7 @@ __all__ = [
     "EpochInfo",
     "RowPCA",
     "RowStandardScaler",
+    "RowWise",
     "attention",
     "localize",
     "row_contributions",

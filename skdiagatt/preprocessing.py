@@ -1,9 +1,10 @@
-"""Row-wise preprocessing of matrix-valued samples: ``RowPCA``, ``RowStandardScaler``.
+"""Row-wise preprocessing of matrix-valued samples: ``RowPCA``, ``RowStandardScaler``, ``RowWise``.
 
 A sample's rows (tokens, patches, instances) all live in the same feature
 space, so a preprocessing step is learned once on the rows of every training
 sample pooled together and then applied to each row of each sample: the
 number of rows ``p_i`` of a sample never changes, only its columns do.
+:class:`RowWise` does this for any scikit-learn transformer.
 """
 
 import numbers
@@ -14,6 +15,7 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     OneToOneFeatureMixin,
     TransformerMixin,
+    clone,
 )
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
@@ -22,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import PublicArguments, check_finite_output
 from ._ragged import check_ragged
 
-__all__ = ["RowPCA", "RowStandardScaler"]
+__all__ = ["RowPCA", "RowStandardScaler", "RowWise"]
 
 
 def _split(rows, samples):
@@ -296,3 +298,69 @@ class RowStandardScaler(OneToOneFeatureMixin, _RowTransformer, auto_wrap_output_
     @property
     def _n_features_out(self):
         return self.n_features_in_
+
+
+class RowWise(_RowTransformer, auto_wrap_output_keys=None):
+    """Any scikit-learn transformer, fitted on the pooled rows and applied to each sample's rows.
+
+    ``RowWise(t)`` fits a clone of ``t`` on the rows of all training samples
+    stacked into one ``(sum_i p_i, n_features)`` table and maps every row of
+    every sample with it; the samples keep their numbers of rows.  A
+    transformer that expects 2-D input (``StandardScaler``, ``PCA``,
+    ``Nystroem``...) cannot take ragged samples itself.
+
+    With :class:`sklearn.kernel_approximation.Nystroem` the rows are mapped
+    to an approximation of a Gaussian kernel's feature space, and the
+    attention-pooled rows of a DiagAtt model become kernel mean embeddings
+    of the rows: the value read-out is then non-linear in the rows.
+
+    Parameters
+    ----------
+    transformer : estimator
+        A scikit-learn transformer of 2-D tables; it is cloned, not modified.
+
+    Attributes
+    ----------
+    transformer_ : estimator
+        The clone fitted on the pooled training rows.
+    n_features_in_ : int
+    n_rows_seen_ : int
+        Rows pooled in ``fit`` (``sum_i p_i``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.kernel_approximation import Nystroem
+    >>> from skdiagatt.preprocessing import RowWise
+    >>> rng = np.random.default_rng(0)
+    >>> X = [rng.normal(size=(p, 3)) for p in (4, 2, 5)]
+    >>> Z = RowWise(Nystroem(n_components=6, random_state=0)).fit_transform(X)
+    >>> [z.shape for z in Z]
+    [(4, 6), (2, 6), (5, 6)]
+    """
+
+    def __init__(self, transformer):
+        self.transformer = transformer
+
+    def _fit_rows(self, rows):
+        inner = clone(self.transformer)
+        if hasattr(inner, "set_output"):
+            inner.set_output(transform="default")
+        self.transformer_ = inner.fit(rows)
+
+    def _transform_rows(self, rows):
+        return np.asarray(self.transformer_.transform(rows))
+
+    def _inverse_rows(self, rows):
+        if not hasattr(self.transformer_, "inverse_transform"):
+            raise AttributeError(f"{type(self.transformer_).__name__} has no inverse_transform")
+        return np.asarray(self.transformer_.inverse_transform(rows))
+
+    @property
+    def _n_features_out(self):
+        return self._transform_rows(np.zeros((1, self.n_features_in_))).shape[1]
+
+    def get_feature_names_out(self, input_features=None):
+        """The inner transformer's output names, as it gives them."""
+        check_is_fitted(self)
+        return self.transformer_.get_feature_names_out(input_features)

@@ -197,3 +197,57 @@ def test_grid_search_over_the_components(sim):
     assert grid.best_params_["pca__n_components"] in (2, 6)
     assert grid.best_estimator_["pca"].n_components_ == grid.best_params_["pca__n_components"]
     assert grid.predict(X[:3]).shape == (3,)
+
+
+# -------------------------------------------------------------- any transformer
+def test_row_wise_is_the_transformer_on_the_stacked_rows(ragged):
+    from sklearn.kernel_approximation import Nystroem
+
+    from skdiagatt.preprocessing import RowWise
+
+    assert skdiagatt.RowWise is RowWise
+    stacked = np.concatenate(ragged)
+    pca = PCA(3).fit(stacked)
+    out = RowWise(PCA(3)).fit(ragged)
+    for a, x in zip(out.transform(ragged), ragged):
+        np.testing.assert_allclose(a, pca.transform(x), rtol=1e-5, atol=1e-5)
+    for a, b in zip(RowWise(StandardScaler()).fit_transform(ragged), RowStandardScaler().fit_transform(ragged)):
+        np.testing.assert_array_equal(a, b)
+    back = out.inverse_transform(out.transform(ragged))
+    assert [b.shape for b in back] == [x.shape for x in ragged]
+    kernel = RowWise(Nystroem(n_components=7, random_state=0)).fit(ragged)
+    assert [z.shape for z in kernel.transform(ragged)] == [(x.shape[0], 7) for x in ragged]
+    assert kernel.get_feature_names_out().tolist() == [f"nystroem{j}" for j in range(7)]
+    with pytest.raises(AttributeError, match="Nystroem has no inverse_transform"):
+        kernel.inverse_transform(kernel.transform(ragged))
+
+
+def test_row_wise_errors_name_the_sample_and_leave_the_transformer_alone(ragged):
+    from skdiagatt.preprocessing import RowWise
+
+    inner = StandardScaler()
+    with pytest.raises(ValueError, match=r"X\[1\] has 4 features, expected 5 \(like X\[0\]\)"):
+        RowWise(inner).fit([ragged[0], np.ones((3, 4))])
+    est = RowWise(inner).fit(ragged)
+    assert not hasattr(inner, "mean_")  # cloned, not fitted in place
+    with pytest.raises(ValueError, match=r"X\[0\] has 4 features, expected 5 \(as seen in fit\)"):
+        est.transform([np.ones((2, 4))])
+    again = pickle.loads(pickle.dumps(est))
+    for a, b in zip(again.transform(ragged), est.transform(ragged)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_row_wise_kernel_rows_in_a_searched_pipeline():
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.pipeline import make_pipeline
+
+    from skdiagatt import DiagAttClassifier
+    from skdiagatt.datasets import make_individualized_classification
+    from skdiagatt.preprocessing import RowWise
+
+    X, y, _, _ = make_individualized_classification(60, n_rows=(3, 6), n_features=4, random_state=0)
+    pipe = make_pipeline(RowStandardScaler(), RowWise(Nystroem(n_components=8, random_state=0)),
+                         DiagAttClassifier(max_iter=2, random_state=0))
+    grid = GridSearchCV(pipe, {"rowwise__transformer__gamma": [0.1, 1.0]}, cv=2).fit(X, y)
+    assert grid.best_estimator_[-1].n_features_in_ == 8
+    assert grid.predict_proba(X[:3]).shape == (3, 2)
