@@ -137,6 +137,10 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         """``params`` back from the form of :meth:`_training_form`."""
         return params
 
+    def _map_source(self, source, Y, rng, continued):
+        """Hook: map the source's rows into the model's coordinates; returns their dimension (here as given)."""
+        return source.n_features
+
     def _refit_readout(self, params, frozen, data, family):
         """The trained parameters after any exact refit of the read-out (none here)."""
         return params
@@ -257,13 +261,14 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         continued = self.__sklearn_is_fitted__() and (incremental or self.warm_start)
         source.read(self, self.n_features_in_ if continued else None,
                     validate=self.early_stopping and not incremental)
-        d = source.n_features
         Y, meta, family = self._encode_targets(source.y, source.lengths, warm=continued, incremental=incremental,
                                                classes=source.classes, sample_weight=source.weights)
         t = (Y[0] if isinstance(Y, list) else Y).shape[1]
         state = self.__dict__.get("_partial_state") if incremental else None
         state = dict(state) if state is not None else {"rng": check_random_state(self.random_state)}
         rng = state["rng"]
+        n_input = source.n_features
+        d = self._map_source(source, Y, rng, continued)
         constants = self._fitted_constants() if continued else self._draw_constants(d, rng)
         train = source.training_set(self, Y, rng)
         if continued:
@@ -279,6 +284,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         if not incremental:
             params = self._refit_readout(params, frozen, train.loop["data"], family)
         self._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
+        self.n_features_in_ = n_input
         if incremental:
             self._partial_state = {**state, "opt_state": results[-1].opt_state}
         else:

@@ -33,7 +33,7 @@ from scipy.sparse import csr_matrix
 from ._evidence import evidence_ridge
 from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows
 
-__all__ = ["choose_start", "data_start", "scores_into_params"]
+__all__ = ["candidate_errors", "choose_start", "data_start", "scores_into_params"]
 
 _FOLDS = 3
 _MIXTURE_STRENGTHS = (1.0, 0.5)
@@ -150,10 +150,31 @@ def choose_start(Z, starts, Y, mixture, *, affine=True, sample_weight=None, rand
     if n < 2 * _FOLDS:
         return np.zeros((R, d, d)), np.zeros((R, d)), "uniform"  # too few samples to compare
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    folds = rng.permutation(np.arange(n) % _FOLDS)
+    errors, strengths, (H0, omega, m) = candidate_errors(Z, starts, Y, mixture, w, folds, affine=affine)
+    # The mixture is the model the estimator assumes: it stays the start
+    # unless another candidate is better by more than the noise of the folds.
+    name = _one_standard_error(errors, w, [k for k in errors if k.startswith("mixture")])
+    g = strengths[name]
+    if name == "uniform":
+        return np.zeros((R, d, d)), np.zeros((R, d)), name
+    if name.startswith("mixture"):
+        return mixture[0] * g, mixture[1] * g, name
+    unit, _ = _response(H0, Y, w, Z, omega, m, g)
+    return (*_response_coefficients(unit, m, g, R, affine), name)
+
+
+def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True):
+    """Every candidate start's held-out errors on the whitened rows ``Z``: ``(errors, strengths, pooling)``.
+
+    ``errors``: ``{name: per-sample errors}`` (:func:`_cv_errors` over
+    ``folds``), ``strengths``: ``{name: g}``; ``pooling``: the mean-pooled
+    rows ``H0`` (n, d), the rows' weights (N,) and their centre (d,).  The
+    response's direction is estimated on the training folds only.
+    """
     counts = np.diff(np.append(starts, len(Z)))
     omega = np.repeat(w, counts)
-    m = omega @ Z / omega.sum() if affine else np.zeros(d)
-    folds = rng.permutation(np.arange(n) % _FOLDS)
+    m = omega @ Z / omega.sum() if affine else np.zeros(Z.shape[1])
     H0 = _weighted_sums(1.0 / np.repeat(counts, counts), starts, Z)
     with np.errstate(all="ignore"):
         mixture_scores = row_scores(Z, *mixture)
@@ -167,22 +188,12 @@ def choose_start(Z, starts, Y, mixture, *, affine=True, sample_weight=None, rand
         errors[name], strengths[name] = _cv_errors(lambda train, H=H: (H[train], H[~train]), Y, w, folds), g
     for g in _RESPONSE_STRENGTHS:
         def pooled(train, g=g):
-            # The response's direction from the training folds only.
             H = _pool(Z, starts, _response(H0[train], Y[train], w[train], Z, omega, m, g)[1][:, None])
             return H[train], H[~train]
 
         name = f"response x{g:g}"
         errors[name], strengths[name] = _cv_errors(pooled, Y, w, folds), g
-    # The mixture is the model the estimator assumes: it stays the start
-    # unless another candidate is better by more than the noise of the folds.
-    name = _one_standard_error(errors, w, [k for k in errors if k.startswith("mixture")])
-    g = strengths[name]
-    if name == "uniform":
-        return np.zeros((R, d, d)), np.zeros((R, d)), name
-    if name.startswith("mixture"):
-        return mixture[0] * g, mixture[1] * g, name
-    unit, _ = _response(H0, Y, w, Z, omega, m, g)
-    return (*_response_coefficients(unit, m, g, R, affine), name)
+    return errors, strengths, (H0, omega, m)
 
 
 def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None, random_state):

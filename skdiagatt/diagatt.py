@@ -10,6 +10,7 @@ from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
 from ._mixture import MAX_SAMPLES
 from ._params import Boolean, Either, Integer, Options, Real
 from ._readout import cv_logistic_readout, refit_readout
+from ._row_kernel import RowKernelMixin
 from ._sources import Samples
 from ._starts import data_start, scores_into_params
 from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
@@ -40,7 +41,7 @@ _pooled = jax.jit(pooled_rows)
 _contributions = jax.jit(row_contributions)
 
 
-class _DiagAttBase(TwoPhaseEstimator):
+class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
@@ -60,6 +61,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         "rank": Either(Options(None), Integer(1)),
         "symmetric": Boolean(),
         "score_form": Options("affine", "quadratic"),
+        "kernel": Options("auto", "linear", "rbf"),
         "exclusive_heads": Boolean(),
         "alpha": Either(Options("auto"), Real(0.0, closed=True)),
         "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
@@ -84,6 +86,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         rank=None,
         symmetric=True,
         score_form="affine",
+        kernel="auto",
         exclusive_heads=True,
         alpha="auto",
         alpha_value="auto",
@@ -110,6 +113,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         self.rank = rank
         self.symmetric = symmetric
         self.score_form = score_form
+        self.kernel = kernel
         self.exclusive_heads = exclusive_heads
         self.alpha = alpha
         self.alpha_value = alpha_value
@@ -199,7 +203,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         frozen = {
             "x_scale": np.float32(constants["c"]),
             "S": constants["S"],
-            "inv_tau": np.float32(1.0 / self._temperature(d)),
+            "inv_tau": np.float32(1.0 / self._temperature(constants["S"].shape[0])),  # the rows' dimension
             "alpha_value": np.float32(self._value_penalty()),
         }
         # Under standard-mil each head scores instances on its own (any may be positive).
@@ -326,7 +330,7 @@ class _DiagAttBase(TwoPhaseEstimator):
         """
         frozen = self._frozen_fitted()
         if "U" not in self.params_:
-            return np.zeros((self.params_["log_scale"].shape[0], self.n_features_in_), np.float32)
+            return np.zeros((self.params_["log_scale"].shape[0], frozen["S"].shape[0]), np.float32)
         scale = frozen["x_scale"] * frozen["inv_tau"] * np.exp(self.params_["log_scale"])
         return (np.asarray(self.params_["U"]) @ frozen["S"]) * scale[:, None]
 
@@ -363,6 +367,12 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
         distributions has the affine form; a quadratic form alone cannot tell
         ``x`` from ``-x`` (``docs/diagatt_training.md``).
+    kernel : {"auto", "linear", "rbf"}, default="auto"
+        The rows the model sees.  "linear": as given.  "rbf": mapped into a
+        Gaussian kernel's feature space (a Nystroem map of 100 landmark rows,
+        ``gamma = 1 / d`` on standardized rows), so that the read-out is
+        non-linear in the rows.  "auto": "rbf" only where its mean-pooled rows
+        predict better by more than a standard error (:mod:`skdiagatt._row_kernel`).
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l``
@@ -383,16 +393,11 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         the least cross-validated log-loss, the penalty acting in the input's
         coordinates, not the whitened ones.
     value_refit : bool, default=False
-        After training, replace the value vectors ``V`` and the intercept
-        ``b`` by the exact minimiser of the attention objective with the
-        attention weights fixed: a convex ridge / L2-logistic / L2-softmax
-        regression on each sample's attention-pooled rows (penalty
-        ``alpha_value``), solved by L-BFGS.  Adam's few epochs leave the
-        read-out short of that minimum; on text, where the response depends on
-        many tokens, the exact read-out generalises better (see
-        ``docs/real_data.md``).  With uniform attention it is exactly
-        ridge / logistic regression on mean-pooled rows.  ``partial_fit``
-        does not refit.
+        After training, replace ``V`` and ``b`` by the exact minimiser of the
+        attention objective with the weights fixed: a ridge / L2-logistic /
+        L2-softmax regression on the attention-pooled rows (penalty
+        ``alpha_value``), solved by L-BFGS (``docs/real_data.md``); implied by
+        ``alpha_value="auto"``.  ``partial_fit`` does not refit.
     objective : {"latent", "attention"}, default="latent"
         Training objective: the latent-row likelihood followed by calibration,
         or the paper's squared loss of the attention prediction alone.
@@ -403,30 +408,23 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     init : {"auto", "mixture", "zeros"}, default="auto"
         Where the query-key parameters start, and what ``alpha`` shrinks
         them towards (the user guide's "Where training starts").  "mixture":
-        the log-likelihood ratios of a Gaussian mixture fitted to the rows
-        by EM without the targets, one signal component per head.  "zeros":
-        uniform attention.  "auto": of uniform attention, the mixture (full
-        and half strength) and the rows whose projection on the response's
-        direction is large, the one whose pooled rows give the least
-        cross-validated error of a ridge read-out (``start_`` names it);
-        "zeros" under ``assumption="standard-mil"``.
+        the log-likelihood ratios of the rows' Gaussian mixture, one signal
+        component per head.  "zeros": uniform attention.  "auto": of these and
+        the rows large along the response's direction, the one of least
+        cross-validated error (``start_``); "zeros" under standard-mil.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int or "auto", default="auto"
         Epochs of the main phase; the step size decays to 0 over them
-        (cosine).  "auto": at least 20 epochs and at least 300 Adam steps,
-        so that a small data set (a few minibatches an epoch) is trained as
-        far as a large one.
+        (cosine).  "auto": at least 20 epochs and 300 Adam steps, so that a
+        small data set is trained as far as a large one.
     learning_rate : float or "auto", default="auto"
         Adam step size.  "auto": 0.01, and 0.1 under
         ``assumption="standard-mil"``, whose scores must grow to several units.
     batch_size : int or "auto", default="auto"
-        "auto": ``min(256, max(32, n // 16))``, so small data sets still get
-        enough optimizer steps per epoch.  Samples whose lengths span several
-        bucket lengths are trained packed: an epoch has ``ceil(n /
-        batch_size)`` minibatches of equal size (up to one sample), each
-        holding samples from across the length distribution (see
-        ``docs/training.md``, section 5).
+        "auto": ``min(256, max(32, n // 16))``.  Samples of many lengths are
+        trained packed: ``ceil(n / batch_size)`` minibatches an epoch, each
+        holding samples from across the lengths (``docs/training.md``, section 5).
     tol : float, default=1e-4
     n_iter_no_change : int, default=5
         Stop a phase when its monitored loss has not improved by ``tol`` for
@@ -443,11 +441,9 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         epoch with its loss, its time and an estimate of the time left.
     callback : callable or None, default=None
         Called after every epoch of every phase with one
-        :class:`~skdiagatt.EpochInfo` (``phase``, ``epoch``, ``max_iter``,
-        ``train_loss``, ``valid_loss``, ``seconds``, ``remaining``, ...), e.g.
-        to draw the loss curve live in a notebook.  A true return value ends
-        the phase after that epoch, as early stopping would (the calibration
-        phase still runs, and is reported too).  Not called while predicting.
+        :class:`~skdiagatt.EpochInfo` (``phase``, ``epoch``, ``train_loss``,
+        ``valid_loss``, ``seconds``, ...).  A true return value ends the phase
+        after that epoch, as early stopping would.  Not called while predicting.
     warm_start : bool, default=False
         Start from the previous fit's parameters; the history (``n_iter_``,
         ``loss_curve_``) continues too.
@@ -488,6 +484,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     start_ : str
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
         "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"response x3"``...).
+    kernel_ : str
+        The rows the model sees, "linear" or "rbf" (what ``kernel="auto"`` chose).
+    row_map_ : sklearn.pipeline.Pipeline or None
+        The fitted map of the rows under "rbf"; ``params_`` live in its coordinates.
     y_mean_, y_scale_ : ndarray of shape (t,)
         Targets are standardized with these for training.
 
@@ -545,7 +545,7 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         The logit(s) when every row's term (:meth:`row_contributions`) is 0:
         a float for two classes.
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
-loss_curve_phase_, validation_scores_, start_
+loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
 
     Examples

@@ -1,0 +1,156 @@
+"""DiagAtt's rows as given, or mapped into a Gaussian kernel's feature space; ``kernel="auto"`` chooses.
+
+The read-out ``b + sum_r <sum_l kappa_rl x_l, v_r>`` is linear in the rows.
+Mapped by a feature map ``phi`` of the Gaussian kernel ``k(x, x') = exp(-gamma
+|x - x'|^2)``, the pooled rows ``sum_l kappa_rl phi(x_l)`` are the kernel mean
+embeddings of the attention-weighted rows (Muandet et al., *Kernel Mean
+Embedding of Distributions*, 2017), and a linear read-out of them is a
+non-linear function of the rows: uniform attention then gives the set
+kernel of multiple-instance learning (Gaertner et al., ICML 2002).  ``phi``
+is the Nystroem approximation of :class:`sklearn.kernel_approximation.Nystroem`
+(Williams and Seeger, NIPS 2001) on the standardized rows, with ``gamma =
+1 / d``: standardized rows lie about ``sqrt(2 d)`` apart, where the kernel
+is ``exp(-2)``.
+
+``kernel="auto"`` lets the targets decide, as the start does
+(:mod:`skdiagatt._starts`): pooled rows feed the ridge read-out of largest
+evidence, and the mean-pooled kernel rows are taken only when their
+cross-validated squared error is below that of every candidate start on the
+rows as given (uniform, mixture and response: a signal that attention can
+single out shows in them) and that of the training folds' mean target (no
+rows at all) by more than one standard error of the paired difference.  The rows as given are the model the estimator assumes;
+on the simulators they stay the choice, and the fits are as they were.
+"""
+
+import copy
+
+import numpy as np
+from sklearn.kernel_approximation import Nystroem
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ._mixture import MAX_SAMPLES, rows_mixture, stacked_rows
+from ._sources import Samples
+from ._starts import _cv_errors, _one_standard_error, candidate_errors
+from ._whitening import preconditioner
+
+__all__ = ["RowKernelMixin", "fit_row_map", "map_rows"]
+
+#: Landmark rows of the Nystroem map (at most the training rows).
+N_COMPONENTS = 100
+_FOLDS = 3
+
+
+def _kernel_map(samples, rng):
+    """The Gaussian-kernel feature map fitted on the rows of ``samples``; its landmarks drawn by ``rng``."""
+    rows = np.concatenate(samples).astype(np.float64)
+    nystroem = Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
+                        random_state=rng.randint(2**31 - 1))
+    return make_pipeline(StandardScaler(), nystroem).set_output(transform="default").fit(rows)
+
+
+def map_rows(row_map, samples):
+    """Each sample's rows through ``row_map`` (float32), or the samples themselves when it is None."""
+    if row_map is None:
+        return samples
+    bounds = np.cumsum([len(x) for x in samples])[:-1]
+    out = row_map.transform(np.concatenate(samples).astype(np.float64)).astype(np.float32)
+    return np.split(out, bounds)
+
+
+def _mean_rows(samples):
+    return np.stack([np.asarray(x, np.float64).mean(axis=0) for x in samples])
+
+
+def fit_row_map(kernel, samples, Y, sample_weight, random_state):
+    """The fitted feature map of ``kernel`` (None: the rows as given) and the kernel it stands for.
+
+    ``"auto"`` chooses on at most ``MAX_SAMPLES`` samples (see the module
+    docstring).  ``random_state`` is copied, not advanced: the rest of the
+    fit draws what it would draw without a map.
+    """
+    if kernel == "linear":
+        return None, "linear"
+    rng = copy.deepcopy(random_state)
+    if kernel == "rbf":
+        return _kernel_map(samples, rng), "rbf"
+    n = len(samples)
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    Y = np.asarray(Y, np.float64)
+    if n > MAX_SAMPLES:
+        pick = np.sort(rng.choice(n, MAX_SAMPLES, replace=False))
+        samples, Y, w = [samples[i] for i in pick], Y[pick], w[pick]
+    if len(samples) < 2 * _FOLDS:
+        return None, "linear"  # too few samples to compare
+    row_map = _kernel_map(samples, rng)
+    folds = rng.permutation(np.arange(len(samples)) % _FOLDS)
+    errors = _linear_errors(samples, Y, w, folds, rng)
+    H = _mean_rows(map_rows(row_map, samples))
+    errors["rbf"] = _cv_errors(lambda train: (H[train], H[~train]), Y, w, folds)
+    errors["constant"] = _constant_errors(Y, w, folds)
+    if _one_standard_error(errors, w, [k for k in errors if k != "rbf"]) != "rbf":
+        return None, "linear"
+    return row_map, "rbf"
+
+
+def _constant_errors(Y, w, folds):
+    """Each sample's held-out squared error (n,) of the training folds' weighted mean target.
+
+    Kernel rows that do no better than no rows at all leave the rows as given.
+    """
+    err = np.empty(len(Y))
+    for k in range(folds.max() + 1):
+        test = folds == k
+        mean = w[~test] @ Y[~test] / w[~test].sum()
+        err[test] = np.sum((Y[test] - mean) ** 2, axis=1)
+    return err
+
+
+def _linear_errors(samples, Y, w, folds, rng):
+    """The held-out errors of the start candidates on the rows as given (:func:`~skdiagatt._starts.candidate_errors`).
+
+    A signal that attention can single out among the rows as given shows in
+    the mixture and response candidates, which mean-pooled kernel rows must
+    then beat.  The rows are whitened as the model would whiten them.
+    """
+    c, S = preconditioner(samples, True, w)
+    Z, starts = stacked_rows(samples, c, S)
+    mixture = rows_mixture(Z, starts, w, 1, affine=True, random_state=rng)
+    return candidate_errors(Z, starts, Y, mixture, w, folds)[0]
+
+
+class RowKernelMixin:
+    """The ``kernel`` parameter of DiagAtt's estimators: the rows the model sees, at fit and after.
+
+    Placed before the phased estimator among the bases: :meth:`_map_source`
+    maps the training rows before the model's constants are estimated,
+    :meth:`_validate_X` maps every later input the same way, and the fitted
+    map is kept in ``row_map_`` (None: the rows as given) with ``kernel_``.
+    """
+
+    def _map_source(self, source, Y, rng, continued):
+        if continued:  # a continued fit keeps the rows of the fit it continues
+            row_map, name = self.row_map_, self.kernel_
+        elif type(source) is not Samples:
+            if self.kernel == "rbf":
+                raise ValueError(
+                    "kernel='rbf' needs the samples in memory (fit or partial_fit); fits on chunks or "
+                    "across processes see the rows as given: use kernel='linear' there"
+                )
+            row_map, name = None, "linear"
+        else:
+            row_map, name = fit_row_map(self.kernel, source.samples, Y, source.weights, rng)
+        self._pending_rows = (row_map, name)
+        if row_map is not None:
+            source.samples = map_rows(row_map, source.samples)
+            source.n_features = source.samples[0].shape[1]
+        return source.n_features
+
+    def _validate_X(self, X, *, reset):
+        samples = super()._validate_X(X, reset=reset)
+        return samples if reset else map_rows(self.row_map_, samples)
+
+    def _set_fitted(self, *args):
+        super()._set_fitted(*args)
+        self.row_map_, self.kernel_ = self.__dict__.pop("_pending_rows")
+        return self

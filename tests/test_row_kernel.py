@@ -1,0 +1,74 @@
+"""``kernel``: DiagAtt on the rows as given or on Gaussian-kernel rows, and the choice between them."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.pipeline import Pipeline
+
+from skdiagatt import DiagAttClassifier, DiagAttRegressor
+from skdiagatt._row_kernel import N_COMPONENTS
+
+FAST = dict(max_iter=3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def spread_bags():
+    """Bags labelled by the spread of their rows: the mean row carries nothing, a kernel mean embedding does."""
+    rng = np.random.RandomState(0)
+    y = rng.randint(2, size=160)
+    X = [rng.randn(rng.randint(8, 16), 4) * (1.6 if label else 0.6) for label in y]
+    return X, y
+
+
+def test_rbf_rows_fit_predict_and_pickle(spread_bags):
+    X, y = spread_bags
+    clf = DiagAttClassifier(kernel="rbf", **FAST).fit(X, y)
+    assert clf.kernel_ == "rbf" and isinstance(clf.row_map_, Pipeline)
+    assert clf.n_features_in_ == 4 and clf.params_["W"].shape == (1, N_COMPONENTS, N_COMPONENTS)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 2) and np.all(np.isfinite(proba))
+    assert [a.shape for a in clf.attention(X[:3])] == [(1, len(x)) for x in X[:3]]
+    assert clf.query_key_.shape == (1, N_COMPONENTS, N_COMPONENTS)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), proba)
+    np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
+    with pytest.raises(ValueError, match=r"X\[0\] has 3 features, expected 4"):
+        clf.predict([np.ones((2, 3))])
+
+
+def test_auto_takes_kernel_rows_only_where_they_predict_better(spread_bags, reg_data):
+    X, y = spread_bags
+    clf = DiagAttClassifier(**FAST).fit(X, y)
+    assert clf.kernel_ == "rbf" and clf.score(X, y) > 0.9
+    assert DiagAttClassifier(kernel="linear", **FAST).fit(X, y).row_map_ is None
+    # A signal row that attention can single out: the rows as given stay.
+    Xr, yr, _, _ = reg_data
+    assert DiagAttRegressor(**FAST).fit(Xr, yr).kernel_ == "linear"
+    # Targets unrelated to the samples: no reason to map the rows.
+    noise = np.random.RandomState(1).randn(len(Xr))
+    assert DiagAttRegressor(**FAST).fit(Xr, noise).kernel_ == "linear"
+
+
+def test_auto_leaves_the_linear_fit_bit_identical(reg_data):
+    X, y, _, _ = reg_data
+    auto = DiagAttRegressor(**FAST).fit(X, y)
+    linear = DiagAttRegressor(kernel="linear", **FAST).fit(X, y)
+    for key, value in linear.params_.items():
+        np.testing.assert_array_equal(auto.params_[key], value)
+
+
+def test_continued_fits_keep_the_rows_and_streams_see_them_as_given(spread_bags):
+    X, y = spread_bags
+    clf = DiagAttClassifier(kernel="rbf", warm_start=True, **FAST).fit(X, y)
+    row_map = clf.row_map_
+    clf.fit(X, y)
+    assert clf.row_map_ is row_map and clf.params_["W"].shape[1] == N_COMPONENTS
+    clf.partial_fit(X, y)
+    assert clf.row_map_ is row_map
+    with pytest.raises(ValueError, match="kernel='rbf' needs the samples in memory"):
+        DiagAttClassifier(kernel="rbf", **FAST).fit_chunks([(X[:80], y[:80]), (X[80:], y[80:])])
+    streamed = DiagAttClassifier(**FAST).fit_chunks([(X[:80], y[:80]), (X[80:], y[80:])])
+    assert streamed.kernel_ == "linear" and streamed.row_map_ is None
+    with pytest.raises(ValueError, match="kernel must be"):
+        DiagAttClassifier(kernel="poly").fit(X, y)
