@@ -11,6 +11,7 @@ every fitted attribute at once, so a failed fit leaves the previous model.
 """
 
 import abc
+import dataclasses
 import math
 import warnings
 from typing import NamedTuple
@@ -28,8 +29,20 @@ from ._training.devices import processes_active
 #: ``max_iter="auto"``: at least this many epochs, and at least this many optimizer steps.
 _AUTO_EPOCHS = 20
 _AUTO_STEPS = 300
+#: ``max_iter="auto"``: further cosine cycles, each at half the step size of the last,
+#: while the loss still falls by more than ``tol`` at the end of one.
+_AUTO_RESTARTS = 3
 
 __all__ = ["Phase", "PhasedEstimator"]
+
+
+def _joined(first, then):
+    """One :class:`~skdiagatt._training.loop.TrainResult` for two runs of the loop, one after the other."""
+    return dataclasses.replace(
+        then, loss_curve=first.loss_curve + then.loss_curve,
+        validation_curve=first.validation_curve + then.validation_curve,
+        n_iter=first.n_iter + then.n_iter, steps=first.steps + then.steps,
+    )
 
 
 class Phase(NamedTuple):
@@ -305,15 +318,30 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             epochs = self._epochs(phase.max_iter, per_epoch)
             if train.steps_per_epoch is not None:
                 extra["total_steps"] = epochs * train.steps_per_epoch
-            trained, result = fit_loop(
-                loss_fn, phase.config, trained, fixed, max_iter=epochs,
-                learning_rate=self._step_size(), label=phase.label, **extra, **train.loop,
-            )
+            restarts = _AUTO_RESTARTS if phase.max_iter == "auto" and not incremental else 0
+            trained, result = self._cycles(loss_fn, phase, trained, fixed, epochs, restarts, {**extra, **train.loop})
             params = {**params, **self._fitted_form(trained, fixed)}
             results.append(result)
             if k == 0 and not incremental:
                 self._warn_unconverged(result)
         return params, results
+
+    def _cycles(self, loss_fn, phase, trained, fixed, epochs, restarts, loop):
+        """Cosine cycles of ``epochs`` epochs: one, and up to ``restarts`` more while the loss still falls.
+
+        Each restart continues from where the last cycle ended at half its
+        step size (cosine annealing with warm restarts, Loshchilov and
+        Hutter, ICLR 2017): a phase whose loss still falls by more than
+        ``tol`` at the end of its schedule was cut short, not converged.
+        """
+        result = None
+        for cycle in range(restarts + 1):
+            trained, more = fit_loop(loss_fn, phase.config, trained, fixed, max_iter=epochs,
+                                     learning_rate=self._step_size() * 0.5**cycle, label=phase.label, **loop)
+            result = more if result is None else _joined(result, more)
+            if not self._still_falling(more):
+                break
+        return trained, result
 
     def _epochs(self, max_iter, per_epoch):
         """The epochs of a phase: ``max_iter``, or under ``"auto"`` enough for ``_AUTO_STEPS`` steps.
@@ -331,12 +359,15 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         """Adam's step size: ``learning_rate`` (a subclass resolves ``"auto"``)."""
         return self.learning_rate
 
-    def _warn_unconverged(self, result):
+    def _still_falling(self, result):
         # The step size decays to 0 over max_iter epochs, so reaching it is the
         # rule; a loss still falling by more than tol in the last, smallest
         # steps is the sign of a fit cut short.
         curve = result.validation_curve or result.loss_curve
-        if result.stopped == "max_iter" and len(curve) > 1 and curve[-2] - curve[-1] > self.tol:
+        return result.stopped == "max_iter" and len(curve) > 1 and curve[-2] - curve[-1] > self.tol
+
+    def _warn_unconverged(self, result):
+        if self._still_falling(result):
             warnings.warn(
                 f"{type(self).__name__}: the main phase ran its {len(result.loss_curve)} epochs "
                 f"(max_iter={self.max_iter!r}) with its loss still falling by more than tol={self.tol} in the "
