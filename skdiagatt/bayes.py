@@ -47,6 +47,8 @@ def _background_logpdf_rows(Xi, truth):
         return t_logpdf_rows(Xi, truth.mu, truth.Sigma, truth.df)
     if kind == "clusters":
         return mixture_logpdf_rows(Xi, truth.cluster_weights, truth.cluster_means, truth.cluster_covs)
+    if kind != "gaussian":
+        raise ValueError(f"truth.background must be 'gaussian', 't' or 'clusters', got {kind!r}")
     _, logdet0 = np.linalg.slogdet(truth.Sigma)
     return gauss_logpdf_rows(Xi, truth.mu, np.linalg.inv(truth.Sigma), logdet0)
 

@@ -131,3 +131,10 @@ def test_a_t_background_without_covariance_has_no_gaussian_stand_in():
     truth = make_structured_regression(2, background="t", df=2.0, **SMALL, random_state=0)[3]
     with pytest.raises(ValueError, match="no covariance"):
         gaussian_background_truth(truth)
+
+
+def test_an_unknown_background_in_truth_is_refused_by_the_bayes_references():
+    X, _, _, truth = make_structured_regression(2, **SMALL, random_state=0)
+    truth.background = "laplace"
+    with pytest.raises(ValueError, match="truth.background"):
+        bayes_localize(X, truth)
