@@ -12,7 +12,7 @@ the Gaussian of the same mean and covariance
 (:func:`skdiagatt.bayes.gaussian_background_truth`): what ignoring the true
 law costs.
 
-    python benchmarks/structures_family.py                        # 3 data seeds (about 10 min on 2 cores)
+    python benchmarks/structures_family.py                        # 3 data seeds (about 8 min on 2 cores)
     python benchmarks/structures_family.py --seeds 0 --out /tmp/structures_family.md
     python benchmarks/structures_family.py --structures location --settings default t --n-train 300
 """
