@@ -31,7 +31,7 @@ _AUTO_EPOCHS = 20
 _AUTO_STEPS = 300
 #: ``max_iter="auto"``: further cosine cycles, each at half the step size of the last,
 #: while the loss still falls by more than ``tol`` at the end of one.
-_AUTO_RESTARTS = 3
+_AUTO_RESTARTS = 6
 
 __all__ = ["Phase", "PhasedEstimator"]
 
