@@ -351,7 +351,7 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         top_k : int or None, default=None
             None: the arg-max row of each head (at most ``n_heads`` distinct
             rows, in head order).  An int: the ``top_k`` rows of largest total
-            over the heads, largest first (all rows if the sample has fewer).
+            over the heads, largest first (all rows if the sample has fewer, with a warning).
         by : {"attention", "contribution"}, default="attention"
             "attention": rank rows by attention weight.  "contribution"
             (DiagAtt): by the row's term in the output
@@ -375,6 +375,14 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
             else:
                 total = w.sum(axis=0)
                 out.append(np.argsort(-total, kind="stable")[:top_k].astype(np.int64))
+        short = [i for i, rows in enumerate(out) if top_k is not None and len(rows) < top_k]
+        if short:
+            warnings.warn(
+                f"top_k={top_k} exceeds the rows of {len(short)} sample(s) (X[{short[0]}] has "
+                f"{len(out[short[0]])}); those samples return all their rows",
+                UserWarning,
+                stacklevel=2,
+            )
         return out
 
     def _row_ranking(self, X, by):

@@ -162,6 +162,10 @@ def test_attention_and_localize_shapes(fitted_reg, reg_data):
     assert all(len(r) == min(3, x.shape[0]) for r, x in zip(top, X))
     w = fitted_reg.attention(X[:1])[0].sum(axis=0)
     assert top[0][0] == np.argmax(w)
+    short = [X[0], X[1][:2]]
+    with pytest.warns(UserWarning, match=r"top_k=3 exceeds the rows of 1 sample\(s\) \(X\[1\] has 2\)"):
+        top = fitted_reg.localize(short, top_k=3)
+    assert [len(r) for r in top] == [3, 2]
 
 
 def _outputs_and_contributions(est, X):
