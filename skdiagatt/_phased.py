@@ -296,8 +296,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         params, results = self._train(phases, params, frozen, train, state, incremental)
         if not incremental:
             params = self._refit_readout(params, frozen, train.loop["data"], family)
-        self._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
-        self.n_features_in_ = n_input
+        self._set_fitted(params, constants, n_input, phases, results, meta, continued, incremental)
         if incremental:
             self._partial_state = {**state, "opt_state": results[-1].opt_state}
         else:
@@ -393,7 +392,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             )
         return {k: np.array(v, copy=True) for k, v in self.params_.items()}
 
-    def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
+    def _set_fitted(self, params, constants, n_features, phases, results, meta, continued, incremental):
         """The fitted attributes, all at once (a failed fit leaves the old ones).
 
         When ``continued`` the history (``n_iter_``, ``loss_curve_``,
@@ -413,7 +412,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
                 scores = list(self.validation_scores_) + scores
         self.params_ = params
         self._store_constants(constants)
-        self.n_features_in_ = d
+        self.n_features_in_ = n_features  # of the input, before any map of the rows
         self.n_iter_ = n_iter
         self.loss_curve_ = curve
         self.loss_curve_phase_ = phase

@@ -29,10 +29,11 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ._mixture import MAX_SAMPLES, rows_mixture, stacked_rows
+from ._mixture import rows_mixture, stacked_rows
 from ._sources import Samples
-from ._starts import _cv_errors, _one_standard_error, candidate_errors
+from ._starts import _cv_errors, _one_standard_error, at_most, candidate_errors
 from ._whitening import preconditioner
+from .preprocessing import _split
 
 __all__ = ["RowKernelMixin", "fit_row_map", "map_rows"]
 
@@ -53,9 +54,7 @@ def map_rows(row_map, samples):
     """Each sample's rows through ``row_map`` (float32), or the samples themselves when it is None."""
     if row_map is None:
         return samples
-    bounds = np.cumsum([len(x) for x in samples])[:-1]
-    out = row_map.transform(np.concatenate(samples).astype(np.float64)).astype(np.float32)
-    return np.split(out, bounds)
+    return _split(row_map.transform(np.concatenate(samples).astype(np.float64)).astype(np.float32), samples)
 
 
 def _mean_rows(samples):
@@ -74,12 +73,7 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     rng = copy.deepcopy(random_state)
     if kernel == "rbf":
         return _kernel_map(samples, rng), "rbf"
-    n = len(samples)
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
-    Y = np.asarray(Y, np.float64)
-    if n > MAX_SAMPLES:
-        pick = np.sort(rng.choice(n, MAX_SAMPLES, replace=False))
-        samples, Y, w = [samples[i] for i in pick], Y[pick], w[pick]
+    samples, Y, w = at_most(samples, np.asarray(Y, np.float64), sample_weight, rng)
     if len(samples) < 2 * _FOLDS:
         return None, "linear"  # too few samples to compare
     row_map = _kernel_map(samples, rng)

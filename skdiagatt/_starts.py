@@ -33,7 +33,7 @@ from scipy.sparse import csr_matrix
 from ._evidence import evidence_ridge
 from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows
 
-__all__ = ["candidate_errors", "choose_start", "data_start", "scores_into_params"]
+__all__ = ["at_most", "candidate_errors", "choose_start", "data_start", "scores_into_params"]
 
 _FOLDS = 3
 _MIXTURE_STRENGTHS = (1.0, 0.5)
@@ -213,11 +213,17 @@ def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None,
         return _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, random_state)
 
 
-def _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, rng):
+def at_most(samples, Y, sample_weight, rng):
+    """``(samples, Y, w)``, or ``MAX_SAMPLES`` of them drawn by ``rng``; ``w``: the weights (ones if None)."""
     w = np.ones(len(samples)) if sample_weight is None else np.asarray(sample_weight, np.float64)
     if len(samples) > MAX_SAMPLES:
         pick = np.sort(rng.choice(len(samples), MAX_SAMPLES, replace=False))
         samples, Y, w = [samples[i] for i in pick], Y[pick], w[pick]
+    return samples, Y, w
+
+
+def _data_start(samples, Y, c, S, n_heads, affine, choose, sample_weight, rng):
+    samples, Y, w = at_most(samples, Y, sample_weight, rng)
     Z, starts = stacked_rows(samples, c, S)  # once, for the mixture and the choice
     A, a = rows_mixture(Z, starts, w, n_heads, affine=affine, random_state=rng)
     if not choose:

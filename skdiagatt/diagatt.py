@@ -235,8 +235,8 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
             return cv_logistic_readout(params, H, Y, frozen["S"], w)
         return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=auto, w=w)
 
-    def _set_fitted(self, params, constants, d, phases, results, meta, continued, incremental):
-        super()._set_fitted(params, constants, d, phases, results, meta, continued, incremental)
+    def _set_fitted(self, params, constants, n_features, phases, results, meta, continued, incremental):
+        super()._set_fitted(params, constants, n_features, phases, results, meta, continued, incremental)
         # A continued fit keeps the start of the fit it continues.
         if not continued:
             self.start_ = self.__dict__.pop("_chosen_start")
