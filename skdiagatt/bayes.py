@@ -18,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import logsumexp, softmax
 from sklearn.utils import Bunch
 
-from ._backgrounds import background_moments, gauss_logpdf_rows, mixture_logpdf_rows, t_logpdf_rows
+from .datasets._backgrounds import background_moments, gauss_logpdf_rows, mixture_logpdf_rows, t_logpdf_rows
 
 __all__ = [
     "bayes_row_scores",

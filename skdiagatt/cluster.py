@@ -18,7 +18,7 @@ import sys
 import warnings
 import zlib
 
-from ._base import _check_positive_int
+from ._shared.base import _check_positive_int
 from ._training import devices as _devices
 
 try:  # The plugin base class of dask.distributed, when it is installed.

@@ -21,8 +21,8 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import PublicArguments, check_finite_output
-from ._ragged import check_ragged
+from ._shared.base import PublicArguments, check_finite_output
+from ._shared.ragged import check_ragged
 
 __all__ = ["RowPCA", "RowStandardScaler", "RowWise"]
 

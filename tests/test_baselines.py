@@ -10,7 +10,7 @@ from sklearn.linear_model import Lasso
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
-from skdiagatt._ragged import COARSE, FINE
+from skdiagatt._shared.ragged import COARSE, FINE
 from skdiagatt.baselines import (
     GroupLassoClassifier,
     GroupLassoRegressor,

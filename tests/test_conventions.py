@@ -171,10 +171,10 @@ def test_benchmarks_and_examples_use_only_the_public_api():
 
 
 def test_the_private_import_check_sees_what_it_must():
-    tree = ast.parse("from skdiagatt._base import x\nfrom skdiagatt._testing import y\n"
-                     "import skdiagatt.kernels._matmul\nskdiagatt._ragged.check_ragged\n")
+    tree = ast.parse("from skdiagatt._shared.base import x\nfrom skdiagatt._testing import y\n"
+                     "import skdiagatt.kernels._matmul\nskdiagatt._shared.ragged.check_ragged\n")
     assert [name for _, name in _private_names(tree)] == [
-        "skdiagatt._base.x", "skdiagatt.kernels._matmul", "skdiagatt..._ragged"]
+        "skdiagatt._shared.base.x", "skdiagatt.kernels._matmul", "skdiagatt..._shared"]
 
 
 def _estimators_with_rules():
@@ -208,8 +208,8 @@ def test_a_bad_parameter_is_named_with_what_it_must_be(cls, data):
 
 
 def test_the_fitting_bases_cannot_be_instantiated_without_their_methods():
-    from skdiagatt._phased import PhasedEstimator
-    from skdiagatt._two_phase import TwoPhaseEstimator
+    from skdiagatt._shared.phased import PhasedEstimator
+    from skdiagatt._shared.two_phase import TwoPhaseEstimator
 
     for base in (PhasedEstimator, TwoPhaseEstimator):
         with pytest.raises(TypeError, match="abstract"):

@@ -12,7 +12,7 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import estimator_checks
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, _testing
-from skdiagatt.diagatt import _linear_predictor
+from skdiagatt.diagatt._estimators import _linear_predictor
 from skdiagatt.metrics import crlr
 from tests.conftest import DATA_FREE_CHECKS
 
@@ -391,7 +391,7 @@ def test_value_refit_with_uniform_attention_is_logistic_regression_on_mean_poole
 def test_value_refit_reaches_the_minimum_of_the_readout_objective(reg_data):
     import jax
 
-    from skdiagatt.diagatt import _pooled
+    from skdiagatt.diagatt._estimators import _pooled
     from skdiagatt.kernels.glm import readout_objective
 
     X, y, _, _ = reg_data
@@ -492,7 +492,7 @@ def test_query_key_and_linear_score_match_attention(fitted_reg, reg_data):
 
 
 def test_pickle_stores_a_format_version(fitted_reg):
-    import skdiagatt._base as base
+    import skdiagatt._shared.base as base
 
     blob = pickle.dumps(fitted_reg)
     assert pickle.loads(blob).__dict__["_skdiagatt_format"] == base.FORMAT_VERSION

@@ -99,7 +99,9 @@ def public_objects():
     """(qualified name, object) of every public class and function.
 
     Public = named in a public module's ``__all__``; each object once, under
-    the module that defines it when that module is public.
+    the public module closest to the one that defines it (a package that
+    re-exports a class of its private module, ``skdiagatt.diagatt`` for
+    ``skdiagatt.diagatt._estimators``).
     """
     mods = public_modules()
     found = {}
@@ -111,7 +113,9 @@ def public_objects():
             home = getattr(obj, "__module__", "") or ""
             if not home.startswith("skdiagatt"):
                 continue
-            qual = f"{home}.{obj.__name__}" if home in mods else f"{modname}.{name}"
+            parts = home.split(".")
+            public_home = ".".join(parts[:next((k for k, p in enumerate(parts) if p.startswith("_")), len(parts))])
+            qual = f"{public_home}.{obj.__name__}" if public_home in mods else f"{modname}.{name}"
             found.setdefault(id(obj), (qual, obj))
     return sorted(found.values(), key=lambda item: item[0])
 

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
-from skdiagatt._mixture import signal_mixture
-from skdiagatt._whitening import preconditioner
+from skdiagatt._shared.whitening import preconditioner
 from skdiagatt.bayes import bayes_localize, bayes_predict
 from skdiagatt.datasets import (
     SIGNAL_STRUCTURES,
@@ -13,6 +12,7 @@ from skdiagatt.datasets import (
     make_individualized_regression,
     make_structured_regression,
 )
+from skdiagatt.diagatt._mixture import signal_mixture
 from skdiagatt.metrics import crlr, rmse
 
 FAST = dict(max_iter=4, calibration_iter=2, random_state=0)
@@ -107,7 +107,7 @@ def test_penalty_shrinks_towards_the_start():
     Y = ((y - y.mean()) / y.std())[:, None]
     kw = dict(init="mixture", max_iter=3, calibration_iter=0, random_state=0)
     est = DiagAttRegressor(alpha=1e4, **kw).fit(X, y)
-    from skdiagatt._sources import TrainingSet
+    from skdiagatt._shared.sources import TrainingSet
 
     start = DiagAttRegressor(init="mixture")._start(
         {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)},
@@ -155,7 +155,7 @@ def test_several_heads_start_on_distinct_kinds_of_signal_row():
 
 
 def test_conditional_logit_recovers_the_weights_of_a_softmax():
-    from skdiagatt._mixture import _conditional_logit, segment_softmax
+    from skdiagatt.diagatt._mixture import _conditional_logit, segment_softmax
 
     rng = np.random.RandomState(0)
     F = rng.standard_normal((2000, 3))
@@ -214,7 +214,7 @@ def test_mixture_counts_a_weight_of_two_as_a_repeated_sample():
 
 
 def test_evidence_ridge_counts_a_weight_of_two_as_a_repeated_sample():
-    from skdiagatt._evidence import evidence_ridge
+    from skdiagatt.diagatt._evidence import evidence_ridge
 
     rng = np.random.RandomState(0)
     H, Y = rng.standard_normal((50, 4)), rng.standard_normal((50, 2))
@@ -260,7 +260,7 @@ def test_structured_regression_rejects_bad_settings(kw, match):
 
 
 def test_the_mixture_start_stays_unless_another_is_better_beyond_one_standard_error():
-    from skdiagatt._starts import _one_standard_error
+    from skdiagatt.diagatt._starts import _one_standard_error
 
     rng = np.random.RandomState(0)
     w = np.ones(200)

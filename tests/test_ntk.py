@@ -11,7 +11,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
 from skdiagatt import NTKPrefixRegressor
-from skdiagatt._ragged import COARSE, FINE, make_buckets
+from skdiagatt._shared.ragged import COARSE, FINE, make_buckets
 from skdiagatt.kernels.attention import plain_attention
 from tests.conftest import grid_sensitive_samples
 
@@ -313,9 +313,9 @@ def test_long_random_prefix_init_learns():
 def test_prefix_of_any_length_in_bounded_memory(data):
     """Short prefixes are drawn and summed block by block, exactly as compressing them whole;
     2^40 rows and np.inf fit without materializing anything."""
-    from skdiagatt._prefix_state import EXACT_ROWS, random_prefix_state
     from skdiagatt.kernels.ntk_attention import prefix_to_state
     from skdiagatt.kernels.prefix_moments import gaussian_prefix_state
+    from skdiagatt.ntk._prefix_state import EXACT_ROWS, random_prefix_state
 
     rng = np.random.RandomState(3)
     W_K, W_V = (jnp.asarray(0.3 * rng.randn(2, 4, 3), jnp.float32) for _ in range(2))
@@ -389,7 +389,7 @@ def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
     keys are far from zero (where exp's Taylor series about 0 is poor); solver="auto" is "varpro"
     here."""
     X, y, W = _prefix_target_data(seed=2)
-    from skdiagatt._ntk_solve import _step
+    from skdiagatt.ntk._solve import _step
 
     common = dict(attention_weights=W, n_heads=1, random_state=0, max_iter=15)
     programs = _step._cache_size()
@@ -405,8 +405,8 @@ def test_defaults_reach_a_shifted_prefix_and_auto_picks_the_solver():
 def test_varpro_with_early_stopping_keeps_the_best_validated_state():
     """early_stopping=True: L-BFGS on the training part, the held-out loss monitored every iteration,
     and the k of least held-out loss kept (its solve is the fitted model)."""
-    from skdiagatt._ntk_solve import _batches, _validation_loss, fit_varpro
     from skdiagatt._training.data import training_data
+    from skdiagatt.ntk._solve import _batches, _validation_loss, fit_varpro
 
     X, y, W = _prefix_target_data(seed=2)
     y = y + np.random.RandomState(0).randn(len(y)) * y.std()  # noisy: the training loss overfits

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
-from skdiagatt import diagatt as diagatt_module
-from skdiagatt import ntk as ntk_module
 from skdiagatt._training import step as training_step
 from skdiagatt.baselines import LoRARegressor, PrefixTuningRegressor, StdAttClassifier, StdAttRegressor
 from skdiagatt.baselines import stdatt as stdatt_module
 from skdiagatt.datasets import make_individualized_regression
+from skdiagatt.diagatt import _estimators as diagatt_module
 from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
+from skdiagatt.ntk import _estimator as ntk_module
 
 HIGHEST = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from skdiagatt._ragged import COARSE, bucket_length, check_ragged, make_buckets, unpad
+from skdiagatt._shared.ragged import COARSE, bucket_length, check_ragged, make_buckets, unpad
 
 
 def test_accepts_list_tuple_and_3d_array():
@@ -115,7 +115,7 @@ def test_a_3d_array_is_checked_against_the_features_seen_in_fit():
 
 @pytest.mark.parametrize("as_list", [False, True])
 def test_a_non_finite_output_names_its_sample(as_list):
-    from skdiagatt._base import check_finite_output
+    from skdiagatt._shared.base import check_finite_output
 
     values = np.ones((5, 2))
     assert check_finite_output(list(values) if as_list else values) is not None

@@ -8,7 +8,7 @@ JAX compiles one program per array shape, and a compile costs seconds on a
 loaded 2-core machine while a fit on tiny data costs milliseconds.  So every
 estimator trained by the optax loop gets ONE fixed *layout* -- a number of
 features ``d`` and one row-count range per sample, each range inside one
-padded bucket of :mod:`skdiagatt._ragged` -- and every test of that estimator
+padded bucket of :mod:`skdiagatt._shared.ragged` -- and every test of that estimator
 (property tests, stress, persistence, failure mid-fit) draws its samples in
 that layout: the values, dtypes, magnitudes, row counts inside the bucket,
 duplicated and constant rows vary freely, the compiled shapes do not.  The
@@ -47,8 +47,8 @@ from skdiagatt import (  # noqa: E402
     DiagAttClassifier,
     DiagAttRegressor,
     NTKPrefixRegressor,
-    _base,  # noqa: E402
 )
+from skdiagatt._shared import base as _base  # noqa: E402
 from skdiagatt._testing import Layout, use_layout  # noqa: E402
 from skdiagatt._training import step as training_step  # noqa: E402
 
@@ -94,7 +94,7 @@ def _settings(default):
 FIT_SETTINGS = _settings(5)  # fits of the JAX estimators: compiled once per layout
 CHEAP_SETTINGS = _settings(25)  # validation only, or estimators that compile nothing
 
-# Buckets of the fixed grid (see skdiagatt._ragged.bucket_length): 1 | 5..8 | 257..312.
+# Buckets of the fixed grid (see skdiagatt._shared.ragged.bucket_length): 1 | 5..8 | 257..312.
 P1, MID, LONG = (1, 1), (5, 8), (257, 300)
 
 
@@ -739,7 +739,7 @@ _CHILD = textwrap.dedent(
     """
     import json, pickle, sys
     import joblib, numpy as np
-    import skdiagatt._base as base
+    import skdiagatt._shared.base as base
 
     folder = sys.argv[1]
     with open(folder + "/manifest.json") as f:

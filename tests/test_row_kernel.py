@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
-from skdiagatt._row_kernel import N_COMPONENTS
+from skdiagatt.diagatt._row_kernel import N_COMPONENTS
 
 FAST = dict(max_iter=3, random_state=0)
 

@@ -204,7 +204,7 @@ def _packed_inputs(ragged, rng):
 
 
 def test_packed_minibatches_hold_every_sample_once_with_its_blocks():
-    from skdiagatt._ragged import make_blocks
+    from skdiagatt._shared.ragged import make_blocks
     from skdiagatt._testing import Layout, PackedData, plan_minibatches
     from skdiagatt._training import steps_per_epoch
 
@@ -352,8 +352,8 @@ def fitted_ragged(ragged):
 @pytest.mark.parametrize("predict_rows", [1 << 17, 16])  # 16 rows: groups of 4 blocks, a sample alone
 def test_ragged_inference_is_packed_and_matches_the_buckets(fitted_ragged, ragged, predict_rows):
     from skdiagatt import _training
-    from skdiagatt import diagatt as module
     from skdiagatt._testing import Layout, use_layout
+    from skdiagatt.diagatt import _estimators as module
 
     est, samples = fitted_ragged, fitted_ragged._validate_X(ragged[0], reset=False)
     assert max(s.shape[0] for s in samples) > predict_rows or predict_rows > 1000
@@ -414,7 +414,7 @@ def test_a_longer_sample_alone_compiles_one_program_per_power_of_two(fitted_ragg
 def test_new_ragged_data_of_a_similar_size_compile_nothing(fitted_ragged, ragged):
     # Packed, a data set compiles one shape per power of two of its blocks; in
     # buckets, most new data sets would compile again (other sample counts).
-    from skdiagatt import diagatt as module
+    from skdiagatt.diagatt import _estimators as module
 
     X, _ = ragged
     fitted_ragged.predict(X)

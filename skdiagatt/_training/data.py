@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._ragged import FINE, bucket_length, make_blocks, make_buckets
+from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets
 from .devices import placement
 from .layout import current_layout, round_count
 
@@ -55,7 +55,7 @@ def device_buckets(buckets, targets, weights=None):
     Parameters
     ----------
     buckets : Buckets
-        From :func:`skdiagatt._ragged.make_buckets`.
+        From :func:`skdiagatt._shared.ragged.make_buckets`.
     targets : ndarray of shape (n, ...) or list of n arrays (row-level targets,
         padded here to each bucket's length), or None
     weights : ndarray of shape (n,) or None
@@ -104,7 +104,7 @@ class PackedData:
     ----------
     arrays : dict of jax arrays
         ``X`` (K, C, d) and ``valid`` (K, C), the blocks of
-        :func:`skdiagatt._ragged.make_blocks` (block counts rounded up with
+        :func:`skdiagatt._shared.ragged.make_blocks` (block counts rounded up with
         empty blocks); ``y`` (n', t), the targets (counts rounded up).
     first : ndarray of int, shape (n + 1,)
         The first block of every sample (on the host: minibatches are planned
@@ -167,7 +167,7 @@ def training_data(samples, targets, pack=False, growth=FINE, weights=None):
         The loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`).
     growth : float
         The bucket grid of data left in buckets
-        (:func:`~skdiagatt._ragged.bucket_length`).
+        (:func:`~skdiagatt._shared.ragged.bucket_length`).
     weights : ndarray of shape (n,) or None
         The samples' weights in the loss (None: all 1); a minibatch's
         weighted mean loss weighs each sample by it.

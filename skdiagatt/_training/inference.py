@@ -10,7 +10,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from .._ragged import FINE, make_blocks, make_buckets, unpad
+from .._shared.ragged import FINE, make_blocks, make_buckets, unpad
 from ..kernels.rows import PackedRows
 from .batches import plan_minibatches
 from .data import PackedData, epoch_chunks, spans_buckets
@@ -132,12 +132,12 @@ def map_samples(fn, samples, *args, pack=False, rows=False, growth=FINE):
         Returns one array: per sample, (B, ...); or per row (``rows``),
         (B, H, L, ...) padded and (K, H, C, ...) packed.
     samples : list of ndarray of shape (p_i, d)
-        From :func:`~skdiagatt._ragged.check_ragged`.
+        From :func:`~skdiagatt._shared.ragged.check_ragged`.
     *args
         Passed before ``X`` and ``where``.
     pack, rows : bool
     growth : float
-        The bucket grid when not packed (:func:`~skdiagatt._ragged.bucket_length`).
+        The bucket grid when not packed (:func:`~skdiagatt._shared.ragged.bucket_length`).
 
     Returns
     -------
@@ -183,7 +183,7 @@ def _packed_group(blocks, start, cap, layout):
 
 
 def _map_packed(fn, blocks, lengths, args, rows, layout):
-    """:func:`map_samples` on packed samples (``blocks`` from :func:`~skdiagatt._ragged.make_blocks`)."""
+    """:func:`map_samples` on packed samples (``blocks`` from :func:`~skdiagatt._shared.ragged.make_blocks`)."""
     first, n = blocks.first, blocks.n_samples
     cap = layout.predict_rows // layout.block_rows
     out = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._ragged import make_blocks, make_buckets
+from .._shared.ragged import make_blocks, make_buckets
 from .batches import Minibatch, filled, packed_cuts, packed_steps
 from .data import PackedData, bucket_targets, grown
 from .layout import current_layout, round_count
@@ -67,7 +67,7 @@ def shard_data(samples, targets, packed, n, place, growth, layout=None):
     targets : ndarray (m, ...)
         Their encoded targets.
     packed : bool
-        Rows in blocks (:func:`~skdiagatt._ragged.make_blocks`); else the
+        Rows in blocks (:func:`~skdiagatt._shared.ragged.make_blocks`); else the
         samples must fall in one bucket, the same in every process.
     n : int
         Samples of all processes.

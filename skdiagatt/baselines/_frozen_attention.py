@@ -1,6 +1,6 @@
 """What the competitors of NTK-Attention share: its kernels and loop, minus its prefix state."""
 
-from .._params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
+from .._shared.params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
 from ..ntk import NTKPrefixRegressor
 
 __all__ = ["FrozenAttentionBaseline"]

@@ -14,9 +14,9 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
-from .._params import Boolean, Either, Integer, Options, Real
-from .._ragged import check_ragged
+from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
+from .._shared.params import Boolean, Either, Integer, Options, Real
+from .._shared.ragged import check_ragged
 from . import _group_lasso_solver as solver
 
 __all__ = ["GroupLassoRegressor", "GroupLassoClassifier"]

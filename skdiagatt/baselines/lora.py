@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .._params import Integer
+from .._shared.params import Integer
 from ._frozen_attention import FrozenAttentionBaseline
 
 __all__ = ["LoRARegressor"]

@@ -10,9 +10,9 @@ from sklearn.base import RegressorMixin
 from sklearn.linear_model import Ridge
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_sample_weight, check_targets
-from .._params import Real
-from .._ragged import check_ragged
+from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_sample_weight, check_targets
+from .._shared.params import Real
+from .._shared.ragged import check_ragged
 
 __all__ = ["OracleRegressor"]
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._params import Integer
+from .._shared.params import Integer
 from ._frozen_attention import FrozenAttentionBaseline
 
 __all__ = ["PrefixTuningRegressor"]

@@ -8,11 +8,11 @@ import jax
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from .._params import Either, Integer, Options, Real
-from .._ragged import COARSE
-from .._sources import Samples
-from .._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from .._two_phase import TwoPhaseEstimator
+from .._shared.params import Either, Integer, Options, Real
+from .._shared.ragged import COARSE
+from .._shared.sources import Samples
+from .._shared.targets import LabelTargetsMixin, StandardizedTargetsMixin
+from .._shared.two_phase import TwoPhaseEstimator
 from ..kernels.stdatt import received_attention, stdatt_forward, stdatt_loss
 
 __all__ = ["StdAttRegressor", "StdAttClassifier"]

@@ -19,9 +19,9 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
-from .._params import Anything, Either, Integer, Options, Real
-from .._ragged import check_ragged
+from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
+from .._shared.params import Anything, Either, Integer, Options, Real
+from .._shared.ragged import check_ragged
 
 __all__ = ["TwoStepRegressor", "TwoStepClassifier"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from skdiagatt._ragged import make_buckets
+from skdiagatt._shared.ragged import make_buckets
 from skdiagatt.kernels._matmul import einsum
 from skdiagatt.kernels.diagatt import (
     attention_loss,

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from skdiagatt._ragged import make_blocks, make_buckets
+from skdiagatt._shared.ragged import make_blocks, make_buckets
 from skdiagatt.kernels.diagatt import diagatt_forward, diagatt_loss, head_weights, pooled_rows
 from skdiagatt.kernels.rows import PackedRows, row_log_softmax, row_logsumexp, row_softmax, row_total
 from skdiagatt.kernels.softmax import masked_log_softmax, masked_logsumexp

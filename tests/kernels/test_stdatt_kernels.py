@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp, softmax
 
-from skdiagatt._ragged import make_buckets
+from skdiagatt._shared.ragged import make_buckets
 from skdiagatt.kernels import stdatt as K
 
 # Jitted once here: run op by op, every jnp call would compile on its own.

@@ -1,8 +1,4 @@
-"""Helpers shared by the simulators of :mod:`skdiagatt.datasets` and ``_structures``.
-
-A module of its own so that ``_structures`` need not import ``datasets``,
-which re-exports it (the two would import each other).
-"""
+"""Helpers shared by the paper's simulators (``_simulators``) and the structured ones (``_structures``)."""
 
 import numbers
 

@@ -7,7 +7,7 @@ candidates:
 
 - *uniform* (``A = 0, a = 0``): mean pooling, the start that assumes nothing;
 - *mixture*: the log-likelihood ratios of the rows' Gaussian mixture
-  (:mod:`skdiagatt._mixture`), at full and at half strength; right when the
+  (:mod:`skdiagatt.diagatt._mixture`), at full and at half strength; right when the
   signal rows differ in distribution from the others;
 - *response*: rows whose projection on the response's direction is large,
   ``s(z) = gamma / 2 * sum_t ((z - m)^T beta_t)^2 / v_t``, with ``beta`` the
@@ -19,7 +19,7 @@ candidates:
 The mixture can single out rows that are unusual but irrelevant to the
 response, and the response's direction can be noise, so the targets decide:
 each candidate's pooled rows feed a ridge read-out whose penalty maximizes the
-evidence (:mod:`skdiagatt._evidence`), and the candidate of least
+evidence (:mod:`skdiagatt.diagatt._evidence`), and the candidate of least
 cross-validated squared error is the start (the response direction estimated
 without the held-out fold) -- unless a mixture candidate is within one
 standard error of it: the mixture is the model the estimator assumes, and
@@ -123,7 +123,7 @@ def choose_start(Z, starts, Y, mixture, *, affine=True, sample_weight=None, rand
     ----------
     Z : ndarray of shape (N, d)
         The samples' whitened rows ``z = c S x``, stacked
-        (:func:`~skdiagatt._mixture.stacked_rows`).
+        (:func:`~skdiagatt.diagatt._mixture.stacked_rows`).
     starts : ndarray of shape (n,)
         Each sample's first row in ``Z``.
     Y : ndarray of shape (n, t)
@@ -199,7 +199,7 @@ def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True):
 def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None, random_state):
     """Score coefficients ``(A, a, name)`` of a start estimated from at most ``MAX_SAMPLES`` samples.
 
-    The rows' mixture (:func:`~skdiagatt._mixture.rows_mixture`) with
+    The rows' mixture (:func:`~skdiagatt.diagatt._mixture.rows_mixture`) with
     ``n_heads`` signal components; with ``choose`` the candidate of
     :func:`choose_start` instead.  ``sample_weight`` weighs the samples in both.
 

@@ -49,7 +49,7 @@ def bucket_length(p, growth=FINE):
 
     >>> [bucket_length(p) for p in (1, 3, 8, 9, 33, 100)]
     [1, 4, 8, 16, 40, 104]
-    >>> from skdiagatt._ragged import COARSE
+    >>> from skdiagatt._shared.ragged import COARSE
     >>> [bucket_length(p, COARSE) for p in (1, 3, 8, 9, 33, 100)]
     [1, 4, 8, 16, 48, 144]
     """
@@ -85,7 +85,7 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdiagatt._ragged import check_ragged
+    >>> from skdiagatt._shared.ragged import check_ragged
     >>> X = check_ragged([np.ones((2, 3)), np.zeros((5, 3), dtype=int)])
     >>> [x.shape for x in X], X[1].dtype
     ([(2, 3), (5, 3)], dtype('float32'))
@@ -255,7 +255,7 @@ def make_buckets(samples, growth=FINE):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdiagatt._ragged import make_buckets
+    >>> from skdiagatt._shared.ragged import make_buckets
     >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))])
     >>> [(bk.length, bk.index.tolist()) for bk in b.buckets]
     [(4, [0, 2]), (16, [1])]
@@ -325,7 +325,7 @@ def make_blocks(samples, rows_per_block):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdiagatt._ragged import make_blocks
+    >>> from skdiagatt._shared.ragged import make_blocks
     >>> b = make_blocks([np.ones((3, 2)), np.ones((1, 2)), np.ones((4, 2))], 2)
     >>> b.X.shape, b.first.tolist()
     ((6, 2, 2), [0, 2, 3, 5])
@@ -364,7 +364,7 @@ def unpad(buckets, per_bucket, *, rows=True):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdiagatt._ragged import make_buckets, unpad
+    >>> from skdiagatt._shared.ragged import make_buckets, unpad
     >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))])
     >>> rows = unpad(b, [bk.where.astype(float) for bk in b.buckets])   # row-level
     >>> [r.shape for r in rows]

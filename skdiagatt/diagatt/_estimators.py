@@ -5,18 +5,13 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import check_finite_output
-from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
-from ._mixture import MAX_SAMPLES
-from ._params import Boolean, Either, Integer, Options, Real
-from ._readout import cv_logistic_readout, refit_readout
-from ._row_kernel import RowKernelMixin
-from ._sources import Samples
-from ._starts import data_start, scores_into_params
-from ._targets import LabelTargetsMixin, StandardizedTargetsMixin
-from ._training import map_device_data, sample_weights
-from ._two_phase import TwoPhaseEstimator
-from .kernels.diagatt import (
+from .._shared.base import check_finite_output
+from .._shared.params import Boolean, Either, Integer, Options, Real
+from .._shared.sources import Samples
+from .._shared.targets import LabelTargetsMixin, StandardizedTargetsMixin
+from .._shared.two_phase import TwoPhaseEstimator
+from .._training import map_device_data, sample_weights
+from ..kernels.diagatt import (
     diagatt_forward,
     diagatt_loss,
     head_weights,
@@ -24,6 +19,11 @@ from .kernels.diagatt import (
     query_key,
     row_contributions,
 )
+from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
+from ._mixture import MAX_SAMPLES
+from ._readout import cv_logistic_readout, refit_readout
+from ._row_kernel import RowKernelMixin
+from ._starts import data_start, scores_into_params
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
 
@@ -165,9 +165,9 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         """``init="mixture"`` / ``"auto"``: the start of the row scores from the data.
 
         ``"mixture"``: the scores of the rows' Gaussian mixture
-        (:mod:`skdiagatt._mixture`), one signal component per head.
+        (:mod:`skdiagatt.diagatt._mixture`), one signal component per head.
         ``"auto"``: the candidate start of least cross-validated error of its
-        read-out (:mod:`skdiagatt._starts`).  Scores enter at the temperature of
+        read-out (:mod:`skdiagatt.diagatt._starts`).  Scores enter at the temperature of
         ``log_scale = 0``; a low-rank ``W`` starts from the positive part of ``A``.
         """
         self._chosen_start = "zeros"
@@ -221,7 +221,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         return 0.0 if isinstance(self.alpha_value, str) else self.alpha_value
 
     def _refit_readout(self, params, frozen, data, family):
-        """V and b refit with the weights fixed (``value_refit``, or ``alpha_value="auto"``; :mod:`~skdiagatt._readout`).
+        """V and b refit with the weights fixed (``value_refit``, or ``alpha_value="auto"``; :mod:`~skdiagatt.diagatt._readout`).
 
         Under ``"auto"``: the ridge of largest evidence (Gaussian), the
         logistic regression of cross-validated penalty (classes).
@@ -372,7 +372,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Gaussian kernel's feature space (a Nystroem map of 100 landmark rows,
         ``gamma = 1 / d`` on standardized rows), so that the read-out is
         non-linear in the rows.  "auto": "rbf" only where its mean-pooled rows
-        predict better by more than a standard error (:mod:`skdiagatt._row_kernel`).
+        predict better by more than a standard error (:mod:`skdiagatt.diagatt._row_kernel`).
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l``

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._training.progress import Progress
-from .kernels.ntk_varpro import (
+from .._training.progress import Progress
+from ..kernels.ntk_varpro import (
     design_moments,
     heldout_loss,
     merge_moments,

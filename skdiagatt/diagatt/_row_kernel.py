@@ -13,7 +13,7 @@ is the Nystroem approximation of :class:`sklearn.kernel_approximation.Nystroem`
 is ``exp(-2)``.
 
 ``kernel="auto"`` lets the targets decide, as the start does
-(:mod:`skdiagatt._starts`): pooled rows feed the ridge read-out of largest
+(:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of largest
 evidence, and the mean-pooled kernel rows are taken only when their
 cross-validated squared error is below that of every candidate start on the
 rows as given (uniform, mixture and response: a signal that attention can
@@ -29,11 +29,11 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from .._shared.sources import Samples
+from .._shared.whitening import preconditioner
+from ..preprocessing import _split
 from ._mixture import rows_mixture, stacked_rows
-from ._sources import Samples
 from ._starts import _cv_errors, _one_standard_error, at_most, candidate_errors
-from ._whitening import preconditioner
-from .preprocessing import _split
 
 __all__ = ["RowKernelMixin", "fit_row_map", "map_rows"]
 
@@ -101,7 +101,7 @@ def _constant_errors(Y, w, folds):
 
 
 def _linear_errors(samples, Y, w, folds, rng):
-    """The held-out errors of the start candidates on the rows as given (:func:`~skdiagatt._starts.candidate_errors`).
+    """The held-out errors of the start candidates on the rows as given (:func:`~skdiagatt.diagatt._starts.candidate_errors`).
 
     A signal that attention can single out among the rows as given shows in
     the mixture and response candidates, which mean-pooled kernel rows must

@@ -15,10 +15,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._params import inert_parameters, validate_parameters
-from ._ragged import FINE, check_ragged
-from ._training import map_samples
-from .exceptions import InertParameterWarning
+from .._training import map_samples
+from ..exceptions import InertParameterWarning
+from .params import inert_parameters, validate_parameters
+from .ragged import FINE, check_ragged
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -266,12 +266,12 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
     training loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`):
     ragged training data are then packed (:func:`~skdiagatt._training.training_data`).
     ``_bucket_growth`` is the bucket grid of the data left in buckets
-    (:func:`~skdiagatt._ragged.bucket_length`).
+    (:func:`~skdiagatt._shared.ragged.bucket_length`).
     """
 
     _pack = False
     _bucket_growth = FINE
-    #: ``{parameter: rule}`` for every ``__init__`` parameter (:mod:`skdiagatt._params`).
+    #: ``{parameter: rule}`` for every ``__init__`` parameter (:mod:`skdiagatt._shared.params`).
     _parameter_rules = {}
 
     def __getstate__(self):

@@ -10,8 +10,11 @@ import importlib.util
 import json
 from pathlib import Path
 
+import jax
 import numpy as np
 from sklearn.utils import Bunch
+
+from ..kernels.transformer import encoder_forward
 
 __all__ = ["MODEL_PACKAGES", "load_encoder", "read_safetensors"]
 
@@ -274,8 +277,4 @@ def load_encoder(model="all-MiniLM-L6-v2"):
 
 @functools.lru_cache(maxsize=None)
 def _jitted_forward(n_heads, eps):
-    import jax
-
-    from .kernels.transformer import encoder_forward
-
     return jax.jit(functools.partial(encoder_forward, n_heads=n_heads, eps=eps))

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.preprocessing import LabelEncoder
 
-from ._base import check_labels, check_targets, standardize_targets
+from .base import check_labels, check_targets, standardize_targets
 
 __all__ = ["StandardizedTargetsMixin", "LabelTargetsMixin"]
 

@@ -2,7 +2,7 @@
 
 A source validates its samples, hands over their targets for encoding, and
 uploads the training part (:class:`TrainingSet`).  The estimator's one fit
-path (:meth:`skdiagatt._phased.PhasedEstimator._fit`) does the rest the same
+path (:meth:`skdiagatt._shared.phased.PhasedEstimator._fit`) does the rest the same
 way whatever the source.
 """
 
@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._base import check_sample_weight, drop_zero_weight, take
-from ._ragged import bucket_length, check_ragged
-from ._training import ChunkStream, steps_per_epoch, training_data
-from ._training.data import spans_buckets
-from ._training.devices import placement
-from ._training.processes import shard_data
+from .._training import ChunkStream, steps_per_epoch, training_data
+from .._training.data import spans_buckets
+from .._training.devices import placement
+from .._training.processes import shard_data
+from ..cluster import _dask_reader
+from .base import check_sample_weight, drop_zero_weight, take
+from .ragged import bucket_length, check_ragged
 
 __all__ = ["Samples", "Shard", "Chunks", "TrainingSet", "chunk_factory"]
 
@@ -346,7 +347,6 @@ def chunk_factory(chunks, y=None, chunk_size=None, sample_weight=None):
             "sample_weight is used only with fit_chunks(X, y, sample_weight=...); chunks carry "
             "their own weights as (X, y, w) triples"
         )
-    from .cluster import _dask_reader  # here: cluster imports the estimators
 
     # Before the callable case: a dask.delayed object is callable too.
     lazy = _dask_reader(chunks)

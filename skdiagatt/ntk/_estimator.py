@@ -10,17 +10,17 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
-from ._base import check_finite_output, check_targets, standardize_targets
-from ._ntk_solve import fit_varpro
-from ._params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
-from ._phased import Phase, PhasedEstimator
+from .._shared.base import check_finite_output, check_targets, standardize_targets
+from .._shared.params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
+from .._shared.phased import Phase, PhasedEstimator
+from .._shared.ragged import COARSE
+from .._shared.sources import Samples
+from .._training import TrainResult
+from ..kernels.cumulant import log_mass_dim
+from ..kernels.features import feature_dim
+from ..kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 from ._prefix_state import random_prefix_state
-from ._ragged import COARSE
-from ._sources import Samples
-from ._training import TrainResult
-from .kernels.cumulant import log_mass_dim
-from .kernels.features import feature_dim
-from .kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
+from ._solve import fit_varpro
 
 __all__ = ["NTKPrefixRegressor"]
 

@@ -1,7 +1,7 @@
 """The one fit path of the estimators trained by the optax loop (DiagAtt, StdAtt, NTK-Attention).
 
 ``fit``, ``partial_fit`` and ``fit_chunks`` all call
-:meth:`PhasedEstimator._fit` with a data source (:mod:`skdiagatt._sources`)
+:meth:`PhasedEstimator._fit` with a data source (:mod:`skdiagatt._shared.sources`)
 and ``incremental`` (``partial_fit``: one epoch, constant step size, the
 optimizer state kept for the next call).  The path validates the
 parameters, reads the source, encodes the targets, draws or reuses the
@@ -20,11 +20,11 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ._base import MatrixSampleEstimator
-from ._params import TRAINING_INERT, TRAINING_RULES
-from ._sources import Chunks, Samples, Shard, chunk_factory
-from ._training import fit_loop, steps_per_epoch
-from ._training.devices import processes_active
+from .._training import fit_loop, steps_per_epoch
+from .._training.devices import processes_active
+from .base import MatrixSampleEstimator
+from .params import TRAINING_INERT, TRAINING_RULES
+from .sources import Chunks, Samples, Shard, chunk_factory
 
 #: ``max_iter="auto"``: at least this many epochs, and at least this many optimizer steps.
 _AUTO_EPOCHS = 20

@@ -61,7 +61,7 @@ def evidence_ridge(H, Y, w=None):
     A strong linear signal keeps its slope; pure noise is shrunk to the mean.
 
     >>> import numpy as np
-    >>> from skdiagatt._evidence import evidence_ridge
+    >>> from skdiagatt.diagatt._evidence import evidence_ridge
     >>> rng = np.random.RandomState(0)
     >>> H = rng.standard_normal((200, 3))
     >>> Y = np.stack([H @ [1.0, -2.0, 0.5] + 0.1 * rng.standard_normal(200),

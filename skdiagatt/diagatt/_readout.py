@@ -4,7 +4,7 @@ With the weights fixed the prediction ``b + sum_r <H_r, V_r>`` is linear in
 the read-out ``(V, b)``, ``H`` the attention-pooled rows, so ``V`` and ``b``
 can be set at the exact minimum of a convex problem instead of where Adam's
 last epoch left them: the ridge regression with the penalty of largest
-evidence (:mod:`skdiagatt._evidence`), the logistic regression whose penalty
+evidence (:mod:`skdiagatt.diagatt._evidence`), the logistic regression whose penalty
 is chosen by cross-validation (:func:`cv_logistic_readout`), or the
 L2-penalized GLM read-out of :func:`skdiagatt.kernels.glm.fit_readout` at a
 given penalty.
@@ -18,9 +18,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
+from .._training import round_count
+from ..kernels.glm import fit_readout
 from ._evidence import evidence_ridge
-from ._training import round_count
-from .kernels.glm import fit_readout
 
 __all__ = ["cv_logistic_readout", "refit_readout"]
 

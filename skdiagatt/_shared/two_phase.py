@@ -6,16 +6,16 @@ calibration phase fits a few parameters (value read-out, intercept, for
 DiagAtt the inverse temperature) to the attention prediction's loss with the
 rest fixed: the latent objective localizes, the calibration makes the averaged
 prediction itself accurate.  The model's constants are the rows' scale ``c``
-and whitener ``S`` (:mod:`skdiagatt._whitening`).
+and whitener ``S`` (:mod:`skdiagatt._shared.whitening`).
 """
 
 import abc
 
 import numpy as np
 
-from ._params import TRAINING_RULES, Boolean, Integer, Options
-from ._phased import Phase, PhasedEstimator
-from ._whitening import preconditioner, preconditioner_from_moment, second_moment
+from .params import TRAINING_RULES, Boolean, Integer, Options
+from .phased import Phase, PhasedEstimator
+from .whitening import preconditioner, preconditioner_from_moment, second_moment
 
 __all__ = ["TwoPhaseEstimator"]
 

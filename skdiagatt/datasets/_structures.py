@@ -15,7 +15,7 @@ that; these structures do not:
 
 Each comes at two signal-to-noise presets (``snr``) and on three background
 laws (``background``: Gaussian, multivariate t, a mixture of clusters; see
-:mod:`skdiagatt._backgrounds`).
+:mod:`skdiagatt.datasets._backgrounds`).
 """
 
 import numpy as np

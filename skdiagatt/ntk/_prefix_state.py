@@ -5,9 +5,9 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .kernels.cumulant import gaussian_cumulant_state, prefix_to_cumulant_state
-from .kernels.ntk_attention import prefix_to_state
-from .kernels.prefix_moments import gaussian_prefix_state
+from ..kernels.cumulant import gaussian_cumulant_state, prefix_to_cumulant_state
+from ..kernels.ntk_attention import prefix_to_state
+from ..kernels.prefix_moments import gaussian_prefix_state
 
 __all__ = ["random_prefix_state", "EXACT_ROWS"]
 

@@ -206,7 +206,7 @@ def signal_mixture(samples, c, S, n_components=1, *, affine=True, n_iter=20,
     score is about ``|z|^2 / 4`` and picks that row.
 
     >>> import numpy as np
-    >>> from skdiagatt._mixture import signal_mixture
+    >>> from skdiagatt.diagatt._mixture import signal_mixture
     >>> rng = np.random.RandomState(0)
     >>> X = [rng.standard_normal((20, 5)) for _ in range(300)]
     >>> for x in X:

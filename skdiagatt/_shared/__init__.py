@@ -1,0 +1,1 @@
+"""The estimator shell shared by DiagAtt, NTK-Attention and the baselines."""
