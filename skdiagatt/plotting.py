@@ -1,8 +1,8 @@
 """Pictures of what a model localized and how it trained (needs matplotlib).
 
 Every function draws on ``ax`` (a new figure's axes when None) and returns it.
-matplotlib is imported only when a function is called: ``pip install
-"skdiagatt[plot]"``.
+matplotlib is imported only when a function is called: the ``plot`` extra,
+``pip install -e ".[plot]"`` in a source checkout (or ``pip install matplotlib``).
 
 - :func:`plot_tokens`: a text's tokens shaded by attention weight or row
   contribution, the selected tokens boxed;
@@ -26,7 +26,8 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError(
-            'skdiagatt.plotting needs matplotlib: pip install "skdiagatt[plot]"'
+            'skdiagatt.plotting needs matplotlib (the "plot" extra): pip install -e ".[plot]" '
+            "in a source checkout of skdiagatt, or pip install matplotlib"
         ) from None
     return plt
 

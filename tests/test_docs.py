@@ -280,37 +280,6 @@ def test_the_landing_pages_place_the_library():
     assert index.split("\n\n")[1].startswith(".. figure:: images/")  # a localization picture first
 
 
-def _python_blocks(text):
-    blocks, current, indent = [], None, None
-    for line in text.splitlines() + [""]:
-        if current is None:
-            if re.match(r"\s*\.\. code-block:: python", line):
-                current, indent = [], None
-            continue
-        if not line.strip():
-            current.append("")
-            continue
-        lead = len(line) - len(line.lstrip())
-        if indent is None:
-            if line.strip().startswith(":"):
-                continue
-            indent = lead
-        if lead < indent:
-            blocks.append("\n".join(current))
-            current = None
-            continue
-        current.append(line[indent:])
-    if current:
-        blocks.append("\n".join(current))
-    return blocks
-
-
-@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.rst")))
-def test_python_code_blocks_are_valid_python(page):
-    for block in _python_blocks((DOCS / page).read_text()):
-        compile(block, f"docs/{page}", "exec")
-
-
 @pytest.mark.parametrize("qualname, obj", _PUBLIC, ids=[name for name, _ in _PUBLIC])
 def test_public_docstring_has_examples(qualname, obj):
     """numpydoc docstring with an Examples section (run by ``pytest --doctest-modules``)."""
