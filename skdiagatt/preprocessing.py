@@ -19,9 +19,10 @@ from sklearn.base import (
 )
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from ._shared.base import PublicArguments, check_finite_output
+from ._shared.feature_names import validate_samples
 from ._shared.ragged import check_ragged
 
 __all__ = ["RowPCA", "RowStandardScaler", "RowWise"]
@@ -57,11 +58,10 @@ class _RowTransformer(PublicArguments, TransformerMixin, BaseEstimator, auto_wra
         # float64: statistics pooled over many rows (means, covariances) keep
         # their precision and equal scikit-learn's on the stacked rows as
         # given; only the output is rounded to float32.
-        if reset:
-            return check_ragged(X, dtype=np.float64)
+        if n_features is None:  # column names are those of the input space: checked in fit and transform
+            return validate_samples(self, X, reset=reset, dtype=np.float64)
         check_is_fitted(self)
-        expected = self.n_features_in_ if n_features is None else n_features
-        return check_ragged(X, n_features=expected, dtype=np.float64)
+        return check_ragged(X, n_features=n_features, dtype=np.float64)
 
     def fit(self, X, y=None):
         """Learn the transformation on the rows of all samples pooled.
@@ -162,6 +162,8 @@ class RowPCA(ClassNamePrefixFeaturesOutMixin, _RowTransformer, auto_wrap_output_
         Columns of every input sample.
     n_rows_seen_ : int
         Rows pooled in ``fit`` (``sum_i p_i``).
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
     See Also
     --------
@@ -261,6 +263,8 @@ class RowStandardScaler(OneToOneFeatureMixin, _RowTransformer, auto_wrap_output_
     n_features_in_ : int
     n_rows_seen_ : int
         Rows pooled in ``fit`` (``sum_i p_i``).
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
     See Also
     --------
@@ -326,6 +330,8 @@ class RowWise(_RowTransformer, auto_wrap_output_keys=None):
     n_features_in_ : int
     n_rows_seen_ : int
         Rows pooled in ``fit`` (``sum_i p_i``).
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
     Examples
     --------
@@ -361,6 +367,10 @@ class RowWise(_RowTransformer, auto_wrap_output_keys=None):
         return self._transform_rows(np.zeros((1, self.n_features_in_))).shape[1]
 
     def get_feature_names_out(self, input_features=None):
-        """The inner transformer's output names, as it gives them."""
+        """The inner transformer's output names, as it gives them for the input names.
+
+        ``input_features`` defaults to ``feature_names_in_`` (then ``x0, x1, ...``);
+        given, it must equal ``feature_names_in_`` where that is set.
+        """
         check_is_fitted(self)
-        return self.transformer_.get_feature_names_out(input_features)
+        return self.transformer_.get_feature_names_out(_check_feature_names_in(self, input_features))

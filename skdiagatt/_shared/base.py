@@ -13,12 +13,12 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
 
 from .._training import map_samples
 from ..exceptions import InertParameterWarning
+from .feature_names import validate_samples
 from .params import inert_parameters, validate_parameters
-from .ragged import FINE, check_ragged
+from .ragged import FINE
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -298,12 +298,9 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
         tags.input_tags.three_d_array = True
         return tags
 
-    def _validate_X(self, X, *, reset):
-        """Validated samples, checked against ``n_features_in_`` unless ``reset``."""
-        if reset:
-            return check_ragged(X)
-        check_is_fitted(self)
-        return check_ragged(X, n_features=self.n_features_in_)
+    def _validate_X(self, X, *, reset, dtype=np.float32):
+        """Validated samples, checked against ``n_features_in_`` and ``feature_names_in_`` unless ``reset``."""
+        return validate_samples(self, X, reset=reset, dtype=dtype)
 
     def _validate_parameters(self):
         """Check the declared parameters (``_parameter_rules``), then their combinations."""

@@ -23,6 +23,7 @@ from sklearn.utils import check_random_state
 from .._training import fit_loop, steps_per_epoch
 from .._training.devices import processes_active
 from .base import MatrixSampleEstimator
+from .feature_names import set_feature_names
 from .params import TRAINING_INERT, TRAINING_RULES
 from .sources import Chunks, Samples, Shard, chunk_factory
 
@@ -297,6 +298,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         if not incremental:
             params = self._refit_readout(params, frozen, train.loop["data"], family)
         self._set_fitted(params, constants, n_input, phases, results, meta, continued, incremental)
+        set_feature_names(self, source.feature_names)
         if incremental:
             self._partial_state = {**state, "opt_state": results[-1].opt_state}
         else:

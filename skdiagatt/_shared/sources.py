@@ -17,6 +17,7 @@ from .._training.devices import placement
 from .._training.processes import shard_data
 from ..cluster import _dask_reader
 from .base import check_sample_weight, drop_zero_weight, take
+from .feature_names import check_feature_names, sample_feature_names
 from .ragged import bucket_length, check_ragged
 
 __all__ = ["Samples", "Shard", "Chunks", "TrainingSet", "chunk_factory"]
@@ -104,6 +105,8 @@ class Samples:
         ``validate``: split off validation samples in :meth:`training_set`.
         """
         self.validate = validate
+        # the names to record: the samples' at a first fit, checked against the fitted ones when continuing
+        self.feature_names = sample_feature_names(self.X) if n_features is None else check_feature_names(est, self.X)
         self.samples = check_ragged(self.X, n_features=n_features)
         self.n_features = self.samples[0].shape[1]
         self.samples, self.y, self.weights = drop_zero_weight(self.samples, self.y, self.sample_weight)
@@ -220,6 +223,7 @@ class Chunks:
     """
 
     classes = None
+    feature_names = None  # chunks are arrays: a fit from them keeps no column names
 
     def __init__(self, make):
         self.make = make

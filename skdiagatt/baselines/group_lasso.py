@@ -16,7 +16,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
 from .._shared.params import Boolean, Either, Integer, Options, Real
-from .._shared.ragged import check_ragged
 from . import _group_lasso_solver as solver
 
 __all__ = ["GroupLassoRegressor", "GroupLassoClassifier"]
@@ -71,7 +70,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
 
     def _fit(self, X, y, sample_weight):
         self._validate_parameters()
-        samples = check_ragged(X, dtype=np.float64)
+        samples = self._validate_X(X, reset=True, dtype=np.float64)
         samples, y, w = drop_zero_weight(samples, y, sample_weight)
         n, d = len(samples), samples[0].shape[1]
         P = self.n_rows if self.n_rows is not None else max(s.shape[0] for s in samples)
@@ -114,8 +113,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
         return self
 
     def _decision(self, X):
-        check_is_fitted(self)
-        samples = check_ragged(X, n_features=self.n_features_in_, dtype=np.float64)
+        samples = self._validate_X(X, reset=False, dtype=np.float64)
         flat = _flatten(samples, self.n_rows_, truncate=True)
         return solver.decision(flat, self.coef_.reshape(flat.shape[1], -1), self.intercept_)
 
@@ -146,7 +144,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
         if top_k is not None:
             _check_positive_int(top_k, "top_k")
         check_is_fitted(self)
-        samples = check_ragged(X, n_features=self.n_features_in_)
+        samples = self._validate_X(X, reset=False)
         order = np.argsort(-self.group_norms_, kind="stable")
         order = order[self.group_norms_[order] > 0].astype(np.int64)
         out = []
@@ -207,6 +205,8 @@ class GroupLassoRegressor(RegressorMixin, _GroupLassoBase):
     alpha_max_, penalty_ : float
     n_iter_ : int
     n_rows_, n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
     Examples
     --------
@@ -264,7 +264,7 @@ class GroupLassoClassifier(ClassifierMixin, _GroupLassoBase):
     classes_ : ndarray of shape (n_classes,)
     coef_ : ndarray of shape (P, n_features, t)
         t = 1 for two classes (logit of ``classes_[1]``), else n_classes.
-    intercept_, group_norms_, alpha_max_, penalty_, n_iter_, n_rows_, n_features_in_
+    intercept_, group_norms_, alpha_max_, penalty_, n_iter_, n_rows_, n_features_in_, feature_names_in_
         As in :class:`GroupLassoRegressor`.
 
     Examples

@@ -12,7 +12,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_sample_weight, check_targets
 from .._shared.params import Real
-from .._shared.ragged import check_ragged
 
 __all__ = ["OracleRegressor"]
 
@@ -54,6 +53,8 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
     model_ : Ridge
     n_signal_ : int
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
     Examples
     --------
@@ -75,11 +76,7 @@ class OracleRegressor(RegressorMixin, MatrixSampleEstimator):
         return hasattr(self, "model_")
 
     def _features(self, X, rows, reset):
-        samples = (
-            check_ragged(X, dtype=np.float64)
-            if reset
-            else check_ragged(X, n_features=self.n_features_in_, dtype=np.float64)
-        )
+        samples = self._validate_X(X, reset=reset, dtype=np.float64)
         rows = _check_rows(rows, samples)
         if not reset and rows.shape[1] != self.n_signal_:
             raise ValueError(f"rows has {rows.shape[1]} columns, the oracle was fitted with {self.n_signal_}")

@@ -189,6 +189,8 @@ class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
         Factor applied to every row first: 1 / root-mean-square of the training rows.
     preconditioner_ : ndarray of shape (d, d)
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
     n_iter_ : int
         Epochs run, both phases; ``warm_start`` adds to it.
     loss_curve_ : list of float
@@ -226,7 +228,7 @@ class StdAttClassifier(ClassifierMixin, LabelTargetsMixin, _StdAttBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    params_, input_scale_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
+    params_, input_scale_, preconditioner_, n_features_in_, feature_names_in_, n_iter_, loss_curve_, \
 loss_curve_phase_, validation_scores_
         As in :class:`StdAttRegressor`.
 

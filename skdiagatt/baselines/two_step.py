@@ -21,7 +21,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._shared.base import MatrixSampleEstimator, _check_positive_int, check_labels, check_targets, drop_zero_weight
 from .._shared.params import Anything, Either, Integer, Options, Real
-from .._shared.ragged import check_ragged
 
 __all__ = ["TwoStepRegressor", "TwoStepClassifier"]
 
@@ -104,9 +103,7 @@ class _TwoStepBase(MatrixSampleEstimator):
         return hasattr(self, "model_")
 
     def _samples(self, X, reset):
-        samples = check_ragged(X, dtype=np.float64) if reset else check_ragged(
-            X, n_features=self.n_features_in_, dtype=np.float64
-        )
+        samples = self._validate_X(X, reset=reset, dtype=np.float64)
         for i, s in enumerate(samples):
             if s.shape[0] < self.n_signal:
                 raise ValueError(
@@ -257,6 +254,8 @@ class TwoStepRegressor(RegressorMixin, _TwoStepBase):
     model_ : Ridge
         Fitted on the selected rows, concatenated in component order.
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
 
 """
         + _TS_NOTES_DOC
@@ -339,7 +338,7 @@ class TwoStepClassifier(ClassifierMixin, _TwoStepBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    mixture_, background_component_, signal_components_, n_features_in_
+    mixture_, background_component_, signal_components_, n_features_in_, feature_names_in_
         As in :class:`TwoStepRegressor`.
     model_ : LogisticRegression
 

@@ -456,10 +456,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     ----------
     params_ : dict of ndarray
         Fitted parameters (``W`` (R, d, d) or ``L``/``M`` (R, d, q) in whitened
-        coordinates, ``U`` (R, d) with ``score_form=
-        "affine"``, ``V`` (R, d, t), ``b`` (t,),
-        ``log_scale`` (R,),
-        ``log_sigma`` (t,)), in standardized target units.
+        coordinates, ``U`` (R, d) with ``score_form="affine"``, ``V`` (R, d, t),
+        ``b`` (t,), ``log_scale`` (R,), ``log_sigma`` (t,)), in standardized target units.
     query_key_ : ndarray of shape (n_heads, d, d)
         Score matrices in input coordinates, temperature included.
     intercept_ : float or ndarray of shape (n_targets,)
@@ -471,6 +469,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Factor applied to every row first: 1 / root-mean-square of the training rows.
     preconditioner_ : ndarray of shape (d, d)
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
+        Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
     n_iter_ : int
         Epochs run, both phases; ``warm_start`` and ``partial_fit`` add to it.
     loss_curve_ : list of float
@@ -544,8 +544,8 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
     intercept_ : float or ndarray of shape (n_classes,)
         The logit(s) when every row's term (:meth:`row_contributions`) is 0:
         a float for two classes.
-    params_, query_key_, linear_score_, preconditioner_, n_features_in_, n_iter_, loss_curve_, \
-loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
+    params_, query_key_, linear_score_, preconditioner_, n_features_in_, feature_names_in_, n_iter_, \
+loss_curve_, loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
 
     Examples

@@ -140,8 +140,8 @@ class RowKernelMixin:
             source.n_features = source.samples[0].shape[1]
         return source.n_features
 
-    def _validate_X(self, X, *, reset):
-        samples = super()._validate_X(X, reset=reset)
+    def _validate_X(self, X, *, reset, dtype=np.float32):
+        samples = super()._validate_X(X, reset=reset, dtype=dtype)
         return samples if reset else map_rows(self.row_map_, samples)
 
     def _set_fitted(self, *args):

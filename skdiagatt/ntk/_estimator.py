@@ -149,7 +149,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         ``"cumulant"``), ``W_out`` (H * d_h, t), ``b`` (t,).
     attention_weights_ : dict of ndarray
         The frozen projections, each (H, d, d_h).
-    n_features_in_, n_iter_, loss_curve_, validation_scores_, y_mean_, y_scale_
+    n_features_in_, feature_names_in_, n_iter_, loss_curve_, validation_scores_, y_mean_, y_scale_
 
     Examples
     --------
