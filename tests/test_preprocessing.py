@@ -251,3 +251,36 @@ def test_row_wise_kernel_rows_in_a_searched_pipeline():
     grid = GridSearchCV(pipe, {"rowwise__transformer__gamma": [0.1, 1.0]}, cv=2).fit(X, y)
     assert grid.best_estimator_[-1].n_features_in_ == 8
     assert grid.predict_proba(X[:3]).shape == (3, 2)
+
+
+# ------------------------------------- scikit-learn's 2-D transformers and samples
+def test_scikit_learn_transformers_refuse_samples_before_our_estimator_runs(sim):
+    """The limit the user guide describes: the error comes from scikit-learn, not from us."""
+    from sklearn.pipeline import make_pipeline
+
+    X, y, _, _ = sim
+    with pytest.raises(ValueError, match="inhomogeneous"):  # a ragged list
+        make_pipeline(StandardScaler(), DiagAttRegressor()).fit(X, y)
+    same_length = make_individualized_regression(10, n_rows=5, n_features=6, random_state=0)[0]
+    with pytest.raises(ValueError, match="Found array with dim 3"):
+        make_pipeline(StandardScaler(), DiagAttRegressor()).fit(np.stack(same_length), y[:10])
+
+
+@pytest.mark.parametrize("as_table", [
+    lambda X: np.vstack(X),                        # the rows of all samples stacked
+    lambda X: np.stack(X).reshape(len(X), -1),     # each sample flattened to one row
+])
+def test_one_table_reaching_an_estimator_names_the_row_wise_transformers(as_table, sim):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    X = make_individualized_regression(10, n_rows=5, n_features=6, random_state=0)[0]
+    y = sim[1][:10]
+    pipe = make_pipeline(FunctionTransformer(as_table), DiagAttRegressor())
+    hint = r"transform each sample's rows instead: skdiagatt.RowStandardScaler, skdiagatt.RowPCA, or " \
+           r"skdiagatt.RowWise\(transformer\)"
+    with pytest.raises(ValueError, match=r"got an array of shape \(\d+, \d+\).*" + hint):
+        pipe.fit(X, y)
+    for est in (GroupLassoRegressor(), RowStandardScaler()):
+        with pytest.raises(ValueError, match=hint):
+            est.fit(as_table(X), y)

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
-from .ragged import check_ragged
+from .ragged import ROW_WISE_HINT, check_ragged
 
 __all__ = ["check_feature_names", "sample_feature_names", "set_feature_names", "validate_samples"]
 
@@ -50,7 +50,7 @@ def sample_feature_names(X, name="X"):
     if hasattr(X, "columns"):
         raise ValueError(
             f"{name} is one table of shape {getattr(X, 'shape', '?')}; samples are matrices: pass a "
-            "list of tables, one (rows, features) table per sample"
+            f"list of tables, one (rows, features) table per sample; {ROW_WISE_HINT}"
         )
     if not isinstance(X, (list, tuple)) or not X:
         return None

@@ -56,6 +56,14 @@ def bucket_length(p, growth=FINE):
     return next(g for g in _grid(p, growth) if g >= p)
 
 
+#: For one table where samples were expected: scikit-learn's transformers take
+#: tables, so a step before ours may have stacked or flattened the samples.
+ROW_WISE_HINT = (
+    "if a scikit-learn transformer made one table of the samples, transform each sample's rows instead: "
+    "skdiagatt.RowStandardScaler, skdiagatt.RowPCA, or skdiagatt.RowWise(transformer) for any other"
+)
+
+
 def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
     """Validate matrix-valued samples and return them as a list of arrays.
 
@@ -106,7 +114,7 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
         )
     if isinstance(X, np.ndarray) and X.dtype != object:
         if X.ndim != 3:
-            hint = "; for a single sample x, wrap one sample as [x]" if X.ndim == 2 else ""
+            hint = f"; for a single sample x, wrap one sample as [x]; {ROW_WISE_HINT}" if X.ndim == 2 else ""
             raise ValueError(
                 f"{name} must be a list of 2-D arrays or a 3-D array (n, p, d); "
                 f"got an array of shape {X.shape}{hint}"
