@@ -37,7 +37,7 @@ def watch(info):
 
 
 est = DiagAttRegressor(max_iter=30, early_stopping=True, random_state=0, callback=watch).fit(X, y)
-main = [i for i in history if i.phase.endswith("latent")]
+main = [i for i in history if i.phase == "main"]  # the names of est.loss_curve_phase_
 print(f"{len(main)} epochs of the main phase, the last one {main[-1].seconds * 1e3:.1f} ms")
 
 # %%

@@ -298,7 +298,7 @@ def test_stdatt_latent_objective_and_options_stay_finite(reg_data):
     X, y, _, _ = reg_data
     est = StdAttRegressor(objective="latent", key_dim=2, calibration_iter=1, **FAST_ATT).fit(X, y)
     assert np.all(np.isfinite(est.predict(X))) and np.all(np.isfinite(est.loss_curve_))
-    assert est.n_iter_ == len(est.loss_curve_) == FAST_ATT["max_iter"] + 1
+    assert est.n_iter_ == FAST_ATT["max_iter"] and len(est.loss_curve_) == FAST_ATT["max_iter"] + 1
     with pytest.raises(ValueError, match="objective"):
         StdAttRegressor(objective="x").fit(X, y)
 

@@ -206,7 +206,7 @@ def test_each_pass_reads_the_shards_lazily_in_order(data, shards):
         est = DiagAttRegressor(**FAST).fit_chunks([dask.delayed(load)(p) for p in shards])
     passes = len(read) // len(shards)
     assert passes >= 2 and read == [p for p, _ in shards] * passes
-    assert est.n_iter_ == FAST["max_iter"] + FAST["calibration_iter"]
+    assert est.n_iter_ == FAST["max_iter"]
 
 
 def test_partial_fit_over_a_bag_is_the_in_memory_loop(data, shards):

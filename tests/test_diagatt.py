@@ -431,9 +431,9 @@ def test_options_fit_and_stay_finite(reg_data, kw):
     est = DiagAttRegressor(**{**FAST, **kw}).fit(X, y)
     assert np.all(np.isfinite(est.predict(X)))
     assert np.all(np.isfinite(est.loss_curve_))
-    assert est.n_iter_ == len(est.loss_curve_) >= 1
+    assert est.n_iter_ == est.loss_curve_phase_.count("main") >= 1
     if kw.get("early_stopping"):
-        assert len(est.validation_scores_) == est.n_iter_
+        assert len(est.validation_scores_) == len(est.loss_curve_)
 
 
 def test_warm_start_continues(reg_data):

@@ -153,7 +153,7 @@ def test_several_minibatches_per_epoch_average_over_the_processes(across):
     with use_processes():  # one process, the same plan
         one = cls(**{**params, "batch_size": params["batch_size"] // 2}).fit(X, y)
     curve, fitted, predictions, n_iter = first["twice"]
-    assert len(curve) == len(one.loss_curve_) == n_iter
+    assert len(curve) == len(one.loss_curve_) and n_iter == one.n_iter_ == one.loss_curve_phase_.count("main")
     _close(curve, one.loss_curve_, "loss curve")
     _close(predictions, one.predict(X_all), "predictions")
 

@@ -40,8 +40,8 @@ def test_verbose_says_when_it_compiles_and_estimates_the_time_left(capsys):
     DiagAttRegressor(**FAST, verbose=1).fit(X, X[:, 0, 0])
     assert _testing.compile_count() > before
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("[DiagAttRegressor latent] epoch 1/3: compiling")
-    epochs = [x for x in lines if re.match(r"\[DiagAttRegressor latent\] epoch \d/3: loss", x)]
+    assert lines[0].startswith("[DiagAttRegressor main] epoch 1/3: compiling")
+    epochs = [x for x in lines if re.match(r"\[DiagAttRegressor main\] epoch \d/3: loss", x)]
     assert len(epochs) == 3
     duration = r"\d+\.\d m?s"
     assert re.search(rf"; {duration}( \({duration} compiling\))?; about {duration} left$", epochs[0])
@@ -53,8 +53,9 @@ def test_callback_sees_every_epoch_of_every_phase(small):
     X, y = small
     rec = Recorder()
     est = DiagAttRegressor(**FAST, callback=rec).fit(X, y)
-    assert [(i.phase.split()[-1], i.epoch) for i in rec.infos] == [
-        ("latent", 1), ("latent", 2), ("latent", 3), ("calibration", 1), ("calibration", 2)]
+    assert [(i.phase, i.epoch) for i in rec.infos] == [
+        ("main", 1), ("main", 2), ("main", 3), ("calibration", 1), ("calibration", 2)]
+    assert [i.phase for i in rec.infos] == est.loss_curve_phase_  # one name per phase
     assert all(isinstance(i, EpochInfo) for i in rec.infos)
     assert [i.train_loss for i in rec.infos] == pytest.approx(est.loss_curve_)
     assert all(i.valid_loss is None and np.isfinite([i.seconds, i.compile_seconds, i.remaining]).all()
@@ -78,7 +79,8 @@ def test_a_true_return_stops_the_phase_and_calibration_still_runs(small):
     rec = Recorder(stop_at=2)
     est = DiagAttRegressor(**{**FAST, "max_iter": 10}, callback=rec).fit(X, y)
     assert est.loss_curve_phase_ == ["main", "main", "calibration", "calibration"]
-    assert est.n_iter_ == 4
+    assert est.n_iter_ == 2  # the main phase's epochs
+    assert [i.phase for i in rec.infos] == est.loss_curve_phase_  # one name per phase
 
 
 @pytest.mark.parametrize("Est, kw", [
@@ -90,7 +92,7 @@ def test_every_trained_estimator_calls_back(small, Est, kw):
     rec = Recorder()
     est = Est(**kw, callback=rec).fit(X, y)
     assert len(rec.infos) >= 2
-    assert rec.infos[0].phase.startswith(Est.__name__)
+    assert [i.phase for i in rec.infos] == est.loss_curve_phase_[:len(rec.infos)]
     assert est.get_params()["callback"] is rec
 
 

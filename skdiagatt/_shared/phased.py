@@ -52,7 +52,9 @@ class Phase(NamedTuple):
     Attributes
     ----------
     name : str
-        Recorded in ``loss_curve_phase_`` (``"main"`` or ``"calibration"``).
+        Recorded in ``loss_curve_phase_`` (``"main"`` or ``"calibration"``), given to
+        the callback as ``EpochInfo.phase`` and, after the estimator's name, the
+        prefix of progress lines and warnings.
     config : hashable
         The loss's static settings.
     max_iter : int
@@ -61,8 +63,6 @@ class Phase(NamedTuple):
         The parameters this phase trains; None: all but ``held``.
     held : tuple of str
         Parameters kept fixed in this phase (when ``trained`` is None).
-    label : str
-        Prefix of progress lines and warnings.
     """
 
     name: str
@@ -70,7 +70,6 @@ class Phase(NamedTuple):
     max_iter: int
     trained: tuple = None
     held: tuple = ()
-    label: str = ""
 
 
 class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
@@ -338,7 +337,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         result = None
         for cycle in range(restarts + 1):
             trained, more = fit_loop(loss_fn, phase.config, trained, fixed, max_iter=epochs,
-                                     learning_rate=self._step_size() * 0.5**cycle, label=phase.label, **loop)
+                                     learning_rate=self._step_size() * 0.5**cycle,
+                                     label=f"{type(self).__name__} {phase.name}", phase=phase.name, **loop)
             result = more if result is None else _joined(result, more)
             if not self._still_falling(more):
                 break
@@ -405,7 +405,9 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         scores = None
         if self.early_stopping and not incremental:
             scores = [v for r in results for v in r.validation_curve]
-        n_iter = sum(r.n_iter for r in results)
+        # epochs of the main optimisation, as scikit-learn counts a solver's
+        # iterations; the calibration epochs show in loss_curve_ only
+        n_iter = sum(r.n_iter for p, r in zip(phases, results) if p.name == "main")
         if continued:
             n_iter += self.n_iter_
             curve = list(self.loss_curve_) + curve

@@ -51,14 +51,12 @@ class TwoPhaseEstimator(PhasedEstimator):
         return params
 
     def _phases(self, family, incremental):
-        name = type(self).__name__
         if incremental:
-            return [Phase("main", (self.objective, family), 1, held=self._held, label=f"{name} partial_fit")]
-        phases = [Phase("main", (self.objective, family), self.max_iter, held=self._held,
-                        label=f"{name} {self.objective}")]
+            return [Phase("main", (self.objective, family), 1, held=self._held)]
+        phases = [Phase("main", (self.objective, family), self.max_iter, held=self._held)]
         if self.objective == "latent" and self.calibration_iter > 0:
             phases.append(Phase("calibration", ("attention", family), self.calibration_iter,
-                                trained=self._calibrated, label=f"{name} calibration"))
+                                trained=self._calibrated))
         return phases
 
     def _param_shapes(self, d, t):

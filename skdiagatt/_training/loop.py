@@ -170,6 +170,7 @@ def fit_loop(
     verbose=0,
     callback=None,
     label="fit",
+    phase="main",
     schedule="cosine",
     opt_state=None,
     total_steps=None,
@@ -212,7 +213,9 @@ def fit_loop(
         :class:`~skdiagatt._training.progress.EpochInfo`; a true return value
         stops the loop after that epoch, as early stopping would.
     label : str
-        The phase: prefix of the progress lines, ``EpochInfo.phase``.
+        The prefix of the progress lines and warnings: the estimator and the phase.
+    phase : str
+        ``EpochInfo.phase``: the phase's name in ``loss_curve_phase_``.
     schedule : {"cosine", "constant"}
         ``"constant"`` keeps ``learning_rate`` (``partial_fit``: the total
         number of steps is unknown).
@@ -227,7 +230,7 @@ def fit_loop(
     params : dict of numpy arrays
     result : TrainResult
     """
-    progress = Progress(label, max_iter, verbose, callback)  # checks the callback before any work
+    progress = Progress(label, max_iter, verbose, callback, phase)  # checks the callback before any work
     release_programs_near_map_limit()
     place = placement()
     total_steps = _total_steps(place, data, batch_size, max_iter, total_steps)

@@ -15,8 +15,8 @@ class EpochInfo:
     Attributes
     ----------
     phase : str
-        The estimator and the phase, e.g. ``"DiagAttRegressor latent"`` or
-        ``"DiagAttRegressor calibration"``.
+        The training phase, named as in the estimator's ``loss_curve_phase_``:
+        ``"main"`` or ``"calibration"``.
     epoch : int
         The epoch just finished, from 1 (an L-BFGS iteration for
         ``solver="varpro"``).
@@ -51,8 +51,7 @@ class EpochInfo:
     >>> est = DiagAttRegressor(max_iter=5, calibration_iter=3, random_state=0, callback=watch)
     >>> est = est.fit(X, X[:, 0, 0])
     >>> seen
-    [('DiagAttRegressor latent', 1, None), ('DiagAttRegressor latent', 2, None), \
-('DiagAttRegressor calibration', 1, None), ('DiagAttRegressor calibration', 2, None)]
+    [('main', 1, None), ('main', 2, None), ('calibration', 1, None), ('calibration', 2, None)]
     """
 
     phase: str
@@ -80,7 +79,7 @@ class Progress:
     Parameters
     ----------
     label : str
-        The phase, as :attr:`EpochInfo.phase` and the prefix of the lines.
+        The prefix of the lines: the estimator and the phase.
     max_iter : int
     verbose : int
         > 0: a line when programs compile, and one per epoch with its time
@@ -88,11 +87,14 @@ class Progress:
     callback : callable or None
         ``callback(info)`` with an :class:`EpochInfo` after every epoch; a
         true return value asks to stop the phase.
+    phase : str, default="main"
+        :attr:`EpochInfo.phase`: the name ``loss_curve_phase_`` records.
     """
 
-    def __init__(self, label, max_iter, verbose=0, callback=None):
+    def __init__(self, label, max_iter, verbose=0, callback=None, phase="main"):
         check_callback(callback)
         self.label, self.max_iter, self.verbose, self.callback = label, max_iter, verbose, callback
+        self.phase = phase
         self.epoch = 0
         self._announced = False
         self._watch = None
@@ -130,14 +132,14 @@ class Progress:
             self._later += running
         typical = self._later / (self.epoch - 1) if self.epoch > 1 else self._first
         info = EpochInfo(
-            phase=self.label, epoch=self.epoch, max_iter=self.max_iter,
+            phase=self.phase, epoch=self.epoch, max_iter=self.max_iter,
             train_loss=float(train_loss), valid_loss=None if valid_loss is None else float(valid_loss),
             seconds=seconds, compile_seconds=compiling, elapsed=now - self.start,
             remaining=typical * (self.max_iter - self.epoch),
         )
         self._last, self._compiled, self._announced = now, compiled, False
         if self.verbose:
-            print(_line(info), flush=True)
+            print(_line(self.label, info), flush=True)
         return bool(self.callback(info)) if self.callback is not None else False
 
 
@@ -145,9 +147,9 @@ def _duration(seconds):
     return f"{1e3 * seconds:.1f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def _line(info):
+def _line(label, info):
     val = "" if info.valid_loss is None else f", validation {info.valid_loss:.5f}"
     compiling = f" ({_duration(info.compile_seconds)} compiling)" if info.compile_seconds >= 1e-3 else ""
     left = f"; about {_duration(info.remaining)} left" if info.epoch < info.max_iter else ""
-    return (f"[{info.phase}] epoch {info.epoch}/{info.max_iter}: loss {info.train_loss:.5f}{val}; "
+    return (f"[{label}] epoch {info.epoch}/{info.max_iter}: loss {info.train_loss:.5f}{val}; "
             f"{_duration(info.seconds)}{compiling}{left}")

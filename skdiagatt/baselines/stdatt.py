@@ -192,7 +192,7 @@ class StdAttRegressor(RegressorMixin, StandardizedTargetsMixin, _StdAttBase):
     feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
         Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
     n_iter_ : int
-        Epochs run, both phases; ``warm_start`` adds to it.
+        Epochs of the main phase (``max_iter``'s, not ``calibration_iter``'s); ``warm_start`` adds to it.
     loss_curve_ : list of float
         Objective per epoch, both phases (continued under ``warm_start``).
     loss_curve_phase_ : list of str

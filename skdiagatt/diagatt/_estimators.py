@@ -472,7 +472,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     feature_names_in_ : ndarray of shape (n_features_in_,), dtype=object
         Column names, when every sample in ``fit`` was a DataFrame with the same string columns.
     n_iter_ : int
-        Epochs run, both phases; ``warm_start`` and ``partial_fit`` add to it.
+        Epochs of the main phase (``max_iter``'s, not ``calibration_iter``'s); ``warm_start`` and ``partial_fit`` add to it.
     loss_curve_ : list of float
         Objective per epoch, both phases (continued under ``warm_start``); it
         jumps where one phase's objective ends and the other's starts.

@@ -357,9 +357,8 @@ validation_fraction, random_state, verbose, callback, warm_start
         return self._fit(Samples(X, y, sample_weight=sample_weight), incremental=True)
 
     def _phases(self, family, incremental):
-        label = type(self).__name__ + (" partial_fit" if incremental else "")
         held = () if self.train_state else ("Z", "k")
-        return [Phase("main", self._config(), 1 if incremental else self.max_iter, held=held, label=label)]
+        return [Phase("main", self._config(), 1 if incremental else self.max_iter, held=held)]
 
     def _draw_constants(self, d, rng):
         return self._projections(d, rng)

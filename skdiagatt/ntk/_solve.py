@@ -117,7 +117,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     held = _batches(validation) if validation else None
     curve, scores, best, stale = [], [], np.inf, 0
     kept = k
-    with Progress("NTKPrefixRegressor varpro", max_iter, verbose, callback) as progress:
+    with Progress("NTKPrefixRegressor main", max_iter, verbose, callback) as progress:
         for it in range(max_iter):
             k_next, state, value = _step(k, state, frozen, batches, alpha, config)
             value = float(value)
