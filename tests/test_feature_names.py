@@ -119,12 +119,15 @@ def test_samples_must_share_their_columns(data):
     est = RowStandardScaler()
     with pytest.raises(ValueError, match=r"X\[2\] has other columns than X\[0\] \(the same names in another order"):
         est.fit([frames[0], frames[1], frames[2][["c", "b", "a"]]])
-    with pytest.raises(ValueError, match=r"X\[0\] has column names and X\[1\] has none"):
+    with pytest.raises(ValueError, match=r"X\[0\] has string column names and X\[1\] has none"):
         est.fit([frames[0], X[1]])
-    with pytest.raises(ValueError, match=r"X\[1\] has column names and X\[0\] has none"):
+    with pytest.raises(ValueError, match=r"X\[1\] has string column names and X\[0\] has none"):
         est.fit([X[0], frames[1]])
     with pytest.raises(ValueError, match=r"X is one table of shape \(\d+, 3\); samples are matrices.*RowWise\(transformer\)"):
         est.fit(frames[0])
+    fitted = RowStandardScaler().fit(frames)
+    with pytest.raises(ValueError, match=r"X\[0\] has string column names and X\[1\] has none"):
+        fitted.transform([frames[0], X[1]])  # at transform too
     with pytest.raises(TypeError, match=r"X\[1\]: Feature names are only supported if all input features have string"):
         est.fit([frames[0], pd.DataFrame(X[1], columns=["a", "b", 3])])
 

@@ -24,8 +24,9 @@ def _listed(names, most=5):
 
 def _mismatch(got, expected):
     """How ``got`` differs from ``expected`` (two name arrays that are not equal)."""
-    unseen = [n for n in got if n not in set(expected)]
-    missing = [n for n in expected if n not in set(got)]
+    known, given = set(expected), set(got)
+    unseen = [n for n in got if n not in known]
+    missing = [n for n in expected if n not in given]
     if not unseen and not missing:
         return f"the same names in another order: {_listed(got)} instead of {_listed(expected)}"
     parts = [f"unseen: {_listed(unseen)}"] if unseen else []
@@ -62,7 +63,7 @@ def sample_feature_names(X, name="X"):
         if first is None or names is None:
             has, lacks = (i, 0) if first is None else (0, i)
             raise ValueError(
-                f"{name}[{has}] has column names and {name}[{lacks}] has none: give every sample "
+                f"{name}[{has}] has string column names and {name}[{lacks}] has none: give every sample "
                 "as a table with the same columns, or every sample as an array"
             )
         if not np.array_equal(names, first):
