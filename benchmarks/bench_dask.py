@@ -1,4 +1,4 @@
-"""A 16-candidate grid search, one job against a 2-worker Dask LocalCluster; writes docs/scaling.md.
+"""A 16-candidate grid search, one job against a 2-worker Dask LocalCluster; writes docs/results/scaling.md.
 
     python benchmarks/bench_dask.py            # the page (a few minutes on 2 cores)
     python benchmarks/bench_dask.py --quick    # smaller data, fewer epochs (smoke test)
@@ -35,7 +35,7 @@ from skdiagatt import DiagAttRegressor
 from skdiagatt.cluster import JaxWorker
 from skdiagatt.datasets import make_individualized_regression
 
-DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results")
 OTHER = "<!-- bench_distributed -->"
 GRID = {"n_heads": [1, 2], "alpha": [1e-4, 1e-3, 1e-2, 1e-1], "temperature": [None, 1.0]}
 
@@ -80,7 +80,7 @@ def runs(X, y, quick):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller data, fewer epochs (smoke test)")
-    parser.add_argument("--out", default=os.path.join(DOCS, "scaling.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "scaling.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
     n = 150 if args.quick else 600

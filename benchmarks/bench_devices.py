@@ -1,4 +1,4 @@
-"""The same workloads on every JAX backend of one process; writes docs/devices.md.
+"""The same workloads on every JAX backend of one process; writes docs/results/devices.md.
 
     python benchmarks/bench_devices.py                          # CPU only (here)
     JAX_PLATFORMS=cuda,cpu python benchmarks/bench_devices.py   # a GPU machine: the GPU and its CPU
@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "speed"))
-from common import DOCS, RUN_STEPS  # noqa: E402
+from common import RESULTS, RUN_STEPS  # noqa: E402
 from measure_diagatt import consecutive_steps, diagatt_step_inputs  # noqa: E402
 from reference import diagatt_flops  # noqa: E402
 
@@ -181,7 +181,7 @@ def run_backend(dev, X, y, Xp, reps, quick):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
-    parser.add_argument("--out", default=os.path.join(DOCS, "devices.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "devices.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
     n = 2000 if args.quick else 9000

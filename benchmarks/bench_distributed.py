@@ -1,4 +1,4 @@
-"""One DiagAtt fit in one process against the same fit data-parallel across two; writes its section of docs/scaling.md.
+"""One DiagAtt fit in one process against the same fit data-parallel across two; writes its section of docs/results/scaling.md.
 
     python benchmarks/bench_distributed.py            # the section (a few minutes on 2 cores)
     python benchmarks/bench_distributed.py --quick    # smaller data, fewer epochs (smoke test)
@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))  # this checkout's skdiagatt, in the workers too
-DOCS = os.path.join(HERE, "..", "docs")
+RESULTS = os.path.join(HERE, "..", "docs", "results")
 ROWS, FEATURES = 100, 32
 BEGIN, END = "<!-- bench_distributed -->", "<!-- /bench_distributed -->"
 
@@ -212,7 +212,7 @@ def write_section(path, text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller data, fewer epochs (smoke test)")
-    parser.add_argument("--out", default=os.path.join(DOCS, "scaling.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "scaling.md"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--processes", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""Speed and scale of the JAX kernels: every measurement in one process, then docs/performance.md.
+"""Speed and scale of the JAX kernels: every measurement in one process, then docs/results/performance.md.
 
     python benchmarks/bench_speed.py            # about 5-10 minutes on 2 CPU cores
     python benchmarks/bench_speed.py --quick --data /tmp/perf --out /tmp/perf.md   # smoke test
@@ -38,7 +38,7 @@ import measure_ntk  # noqa: E402
 import measure_scaling  # noqa: E402
 import numpy as np  # noqa: E402
 import render  # noqa: E402
-from common import DATA, DOCS, load, machine, peak_round, save  # noqa: E402
+from common import DATA, RESULTS, load, machine, peak_round, save  # noqa: E402
 
 
 def measure(args):
@@ -76,7 +76,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds (smoke test)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--data", default=DATA, help="where the measurements' JSON files go")
-    parser.add_argument("--out", default=os.path.join(DOCS, "performance.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "performance.md"))
     args = parser.parse_args(argv)
     measure(args)
     return render.main(["--data", args.data, "--out", args.out])

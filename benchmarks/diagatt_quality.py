@@ -1,6 +1,6 @@
 """Quality bar of the DiagAtt estimators, with the references beside each figure.
 
-Writes ``docs/diagatt_quality.md`` (``--ablation``: ``docs/diagatt_training.md``).
+Writes ``docs/results/diagatt_quality.md`` (``--ablation``: ``docs/results/diagatt_training.md``).
 
     python benchmarks/diagatt_quality.py               # the three settings, library defaults
     python benchmarks/diagatt_quality.py --ablation    # what decided the training defaults
@@ -21,7 +21,7 @@ from skdiagatt.bayes import bayes_localize, bayes_predict, bayes_predict_proba
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import crlr, rmse
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 
 
 def _machine():
@@ -187,7 +187,7 @@ def main(argv=None):
     title, lines = ablation(args) if args.ablation else quality(args)
     header.append(f"Wall time: {time.perf_counter() - start:.0f} s")
     text = "\n".join([title, ""] + header + [""] + lines) + "\n"
-    out = args.out or os.path.join(DOCS, "diagatt_training.md" if args.ablation else "diagatt_quality.md")
+    out = args.out or os.path.join(RESULTS, "diagatt_training.md" if args.ablation else "diagatt_quality.md")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as fh:
         fh.write(text)

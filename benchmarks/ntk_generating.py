@@ -1,4 +1,4 @@
-"""Does NTK-Attention reach the model that generated the data?  Writes ``docs/ntk_generating.md``.
+"""Does NTK-Attention reach the model that generated the data?  Writes ``docs/results/ntk_generating.md``.
 
 Targets are exact attention over a hidden prefix of ``--true-prefix`` rows
 (``benchmarks/ntk_learning.py``'s generator) drawn ``N(shift, I)``, for two

@@ -14,12 +14,12 @@ per-entry kernel error, each beside its term-wise Lagrange bound; and, to test
 why the output error is not monotone in the degree, the output error for
 prefixes of Rademacher rows and of shifted rows N(0.5, I).
 
-Writes docs/ntk_prefix_length.md (tables, PASS/FAIL lines) and
-docs/ntk_prefix_length.png. Everything in those files comes from this script.
+Writes docs/results/ntk_prefix_length.md (tables, PASS/FAIL lines) and
+docs/results/ntk_prefix_length.png. Everything in those files comes from this script.
 
 Usage::
 
-    python benchmarks/ntk_prefix_length.py            # full run, writes docs/
+    python benchmarks/ntk_prefix_length.py            # full run, writes docs/results/
     python benchmarks/ntk_prefix_length.py --quick    # m <= 2^12, writes to a temp dir
 """
 
@@ -941,11 +941,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per measurement (median)")
     parser.add_argument("--dense-max-log2m", type=int, default=16, help="largest m at which the dense exact method is timed")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="output directory (default docs/, quick: a temp dir)")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default docs/results/, quick: a temp dir)")
     args = parser.parse_args(argv)
     if args.max_log2m is None:
         args.max_log2m = 12 if args.quick else 18
-    out_dir = args.out or (Path(tempfile.mkdtemp(prefix="ntk_prefix_")) if args.quick else Path(__file__).resolve().parents[1] / "docs")
+    out_dir = args.out or (Path(tempfile.mkdtemp(prefix="ntk_prefix_")) if args.quick else Path(__file__).resolve().parents[1] / "docs" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/ntk_prefix_length.py" + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:] if argv is None else argv))
 

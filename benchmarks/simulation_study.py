@@ -660,7 +660,7 @@ def _plot_figure1(by, methods, configs, png, quick):
 
 
 # ---------------------------------------------------------------------------
-# docs/competitors.md
+# docs/results/competitors.md
 # ---------------------------------------------------------------------------
 COMPETITORS_STATIC = """# Competitors of DiagAtt
 
@@ -745,15 +745,15 @@ def write_competitors(args):
         key = "acc" if table == "fig1" else "rmse"
         name = {"1": "Table 1", "2": "Table 2", "fig1": "Figure 1"}[table]
         parts.append(f"### {name}, {'quick' if quick else 'full'} mode"
-                     f"{f', n = {n}' if n else ''} (from `results/raw/{path.name}`)")
+                     f"{f', n = {n}' if n else ''} (from `docs/results/raw/{path.name}`)")
         parts.append("")
         parts += _wins(by, methods, configs, key, "crlr")
         parts += ["", "Settings picked on validation:", ""] + _selected(by, methods)
         parts.append("")
     if not found:
         parts.append("No results yet: run `benchmarks/simulation_study.py`.")
-    (out.parent / "competitors.md").write_text("\n".join(parts) + "\n")
-    print(f"wrote {out.parent / 'competitors.md'}")
+    (out / "competitors.md").write_text("\n".join(parts) + "\n")
+    print(f"wrote {out / 'competitors.md'}")
 
 
 def main(argv=None):

@@ -8,7 +8,7 @@ before against repeated predictions of a length already predicted, and
 counts the compilations.  For comparison it does the same with the
 estimator's samples left in buckets (one program per bucket length).
 
-Writes ``docs/single_sample.md``::
+Writes ``docs/results/single_sample.md``::
 
     python benchmarks/single_sample.py
     python benchmarks/single_sample.py --out /tmp/single_sample.md
@@ -30,7 +30,7 @@ import skdiagatt  # noqa: E402
 from skdiagatt import DiagAttRegressor, _testing  # noqa: E402
 from skdiagatt.datasets import make_individualized_regression  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 NEW_LENGTHS = (7, 13, 22, 29)
 LONG_LENGTHS = (100, 1000, 4000, 5000, 8000, 9000)
 SEEN_LENGTH = 10
@@ -131,7 +131,7 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(DOCS, "single_sample.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "single_sample.md"))
     args = parser.parse_args(argv)
     command = "python benchmarks/single_sample.py " + " ".join(argv if argv is not None else sys.argv[1:])
     start = time.perf_counter()

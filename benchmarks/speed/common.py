@@ -19,7 +19,7 @@ from jax import monitoring
 import skdiagatt
 from skdiagatt._testing import Minibatch, current_layout, stacked
 
-DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results")
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # The layout fit runs with: sizes of runs, slices and prediction groups.
 LAYOUT = current_layout()

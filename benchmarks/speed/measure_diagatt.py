@@ -1,4 +1,4 @@
-"""Sections 2 and 3 of docs/performance.md: the DiagAtt training step, fit and predict.
+"""Sections 2 and 3 of docs/results/performance.md: the DiagAtt training step, fit and predict.
 
     python benchmarks/speed/measure_diagatt.py [--quick] [--out FILE]
 

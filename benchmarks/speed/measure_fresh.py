@@ -1,4 +1,4 @@
-"""Section 7 of docs/performance.md: the first fit and predict of each estimator in a fresh process.
+"""Section 7 of docs/results/performance.md: the first fit and predict of each estimator in a fresh process.
 
     python benchmarks/speed/measure_fresh.py [--quick] [--out FILE]
 

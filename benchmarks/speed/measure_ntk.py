@@ -1,4 +1,4 @@
-"""Section 4 of docs/performance.md: NTK-Attention's training step and forward, and the prefix length.
+"""Section 4 of docs/results/performance.md: NTK-Attention's training step and forward, and the prefix length.
 
     python benchmarks/speed/measure_ntk.py [--quick] [--out FILE]
 

@@ -1,4 +1,4 @@
-"""Sections 5 and 6 of docs/performance.md: the scaling of an epoch, and the padding of the bucket grid.
+"""Sections 5 and 6 of docs/results/performance.md: the scaling of an epoch, and the padding of the bucket grid.
 
     python benchmarks/speed/measure_scaling.py [--quick] [--out FILE]
 

@@ -1,6 +1,6 @@
-"""Render docs/performance.md and its figure from the JSON the measurement scripts wrote.
+"""Render docs/results/performance.md and its figure from the JSON the measurement scripts wrote.
 
-    python benchmarks/speed/render.py [--data DIR] [--out docs/performance.md]
+    python benchmarks/speed/render.py [--data DIR] [--out docs/results/performance.md]
 
 Reads ``diagatt.json``, ``ntk.json``, ``scaling.json``, ``fresh.json`` and
 ``run.json`` (the peak rounds, the load and the machine, from
@@ -16,8 +16,8 @@ import sys
 import numpy as np
 from common import (
     DATA,
-    DOCS,
     LAYOUT,
+    RESULTS,
     RUN_STEPS,
     SETTLE_S,
     WARM_S,
@@ -121,7 +121,7 @@ def write(report, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=DATA, help="the folder of the measurements' JSON files")
-    parser.add_argument("--out", default=os.path.join(DOCS, "performance.md"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "performance.md"))
     args = parser.parse_args(argv)
     report = derive(load_parts(args.data))
     png = os.path.splitext(args.out)[0] + ".png"
