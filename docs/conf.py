@@ -7,7 +7,7 @@ Build (one command, from the repository root)::
 Nothing is downloaded at build time.  The gallery runs the short examples
 of ``examples/`` (under a minute each) and shows the long ones as code; the
 result pages are the Markdown files the benchmark scripts write into
-``docs/``.
+``docs/results/``.
 Optional extensions degrade gracefully: without numpydoc the docstrings are
 read by ``sphinx.ext.napoleon``, without sphinx-gallery the gallery is left
 out, without myst-parser the Markdown pages are left out.

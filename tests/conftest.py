@@ -3,7 +3,7 @@ import os
 # On a GPU, XLA times candidate kernels for each product in every process and
 # keeps the fastest; the pick can change the last bits of a result, so a model
 # reloaded in a fresh process predicts bit for bit as before only with that
-# choice fixed (docs/devices.md).  CPUs ignore the flag.
+# choice fixed (docs/results/devices.md).  CPUs ignore the flag.
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_deterministic_ops=true").strip()
 
 import numpy as np

@@ -3,7 +3,7 @@
 The cluster is real: two worker processes on loopback, started once for this
 file and stopped by its fixture.  Data and grids are tiny (one shape, a few
 epochs) so that the workers compile few programs; the speed-up itself is
-measured by ``benchmarks/bench_dask.py`` (``docs/scaling.md``).
+measured by ``benchmarks/bench_dask.py`` (``docs/results/scaling.md``).
 """
 
 import io

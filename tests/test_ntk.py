@@ -299,7 +299,7 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
 
 
 def test_long_random_prefix_init_learns():
-    """init="prefix" with m = 1024 must learn, not sit at the random prefix (docs/ntk_learning.md)."""
+    """init="prefix" with m = 1024 must learn, not sit at the random prefix (docs/results/ntk_learning.md)."""
     X, y, W = _prefix_target_data(seed=1)
     common = dict(attention_weights=W, n_heads=1, max_iter=60, random_state=0, init="prefix", prefix_length=1024,
                   **ADAM_TAYLOR)

@@ -2,7 +2,7 @@
 
 Every test here is small (one bucket length, a few epochs) so the file runs in
 well under a minute; the speed figures themselves are in
-``benchmarks/bench_speed.py`` / ``docs/performance.md``.
+``benchmarks/bench_speed.py`` / ``docs/results/performance.md``.
 """
 
 import json

@@ -30,7 +30,7 @@ class _StdAttBase(TwoPhaseEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(stdatt_loss)
-    _bucket_growth = COARSE  # fewer programs to compile (docs/performance.md, section 7)
+    _bucket_growth = COARSE  # fewer programs to compile (docs/results/performance.md, section 7)
     # After the latent objective the projections stay fixed and the read-out
     # is calibrated on the loss of the pooled prediction (as DiagAtt).
     _calibrated = ("V", "b")

@@ -366,7 +366,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         "affine": ``x^T W_r x + u_r^T x``; "quadratic": the paper's score
         ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
         distributions has the affine form; a quadratic form alone cannot tell
-        ``x`` from ``-x`` (``docs/diagatt_training.md``).
+        ``x`` from ``-x`` (``docs/results/diagatt_training.md``).
     kernel : {"auto", "linear", "rbf"}, default="auto"
         The rows the model sees.  "linear": as given.  "rbf": mapped into a
         Gaussian kernel's feature space (a Nystroem map of 100 landmark rows,
@@ -536,7 +536,7 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         the scores must grow to several units, so ``learning_rate="auto"``
         is 0.1 in this mode.  ``value_refit``,
         ``exclusive_heads`` and ``row_contributions`` do not apply.  See
-        ``docs/mil_assumptions.md``.
+        ``docs/results/mil_assumptions.md``.
 
     Attributes
     ----------

@@ -121,7 +121,7 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         ``"taylor"``) or ~sqrt(m) (sums of mean-zero terms), while Adam moves
         every entry by about ``learning_rate`` per step whatever its size:
         in raw units a long prefix's state barely moves.  sqrt(m) is a
-        heuristic (``docs/ntk_learning.md`` compares units); variable
+        heuristic (``docs/results/ntk_learning.md`` compares units); variable
         projection ignores it.
     solver : {"auto", "adam", "varpro"}, default="auto"
         ``"adam"``: ``Z``, ``k`` and the read-out trained jointly by
@@ -163,7 +163,7 @@ validation_fraction, random_state, verbose, callback, warm_start
     (2,)
     """
 
-    _bucket_growth = COARSE  # fewer programs to compile (docs/performance.md, section 7)
+    _bucket_growth = COARSE  # fewer programs to compile (docs/results/performance.md, section 7)
     _loss_fn = staticmethod(ntk_readout_loss)
     _shape_parameters = ("n_heads", "head_dim", "attention_weights", "feature_map", "degree")
     _parameter_rules = {
