@@ -5,9 +5,10 @@ matplotlib is imported only when a function is called: the ``plot`` extra,
 ``pip install -e ".[plot]"`` in a source checkout (or ``pip install matplotlib``).
 
 - :func:`plot_tokens`: a text's tokens shaded by attention weight or row
-  contribution, the selected tokens boxed;
-- :func:`plot_patches`: an image with its patch grid shaded by per-patch
-  values, the true and the chosen patches outlined;
+  contribution, the selected tokens boxed, a colour bar and a legend under them;
+- :func:`plot_patches`: an image with each patch framed in the colour of its
+  value (a colour bar beside it), the true and the chosen patches outlined
+  and named in a legend;
 - :func:`plot_history`: ``loss_curve_`` by epoch with the switch between the
   training phases marked;
 - :func:`plot_learning_curve`: a score (CRLR, accuracy, ...) against the
@@ -96,8 +97,65 @@ def _layout(tokens, width, measure, space):
     return items, line + 1
 
 
+# The part of the colour map the shades span: light enough for dark text, and
+# symmetric about the centre when signed, so that zero keeps the centre colour.
+_SHADE_RANGE = {False: (0.0, 0.6), True: (0.15, 0.85)}
+_KEY_LINES = 2  # text lines kept under the texts for the colour bar and the legend
+
+
+def _ink(colour):
+    """Black text on a light shade, white on a dark one (a user's colour map)."""
+    r, g, b = colour[:3]
+    return "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.45 else "black"
+
+
+def _draw_texts(ax, tokens, values, selected, labels, signed, shade_of, fontsize):
+    """Every text under its header, wrapped to ``ax``; returns the number of lines used."""
+    measure = _text_width(ax, fontsize)
+    width = ax.get_window_extent().width
+    line = 0
+    for toks, v, sel, label in zip(tokens, values, selected, labels):
+        if label is not None:
+            ax.text(4, line + 0.5, label, fontsize=0.8 * fontsize, color="0.35", va="center")
+            line += 1
+        shade, chosen = _shades(v, signed), set(np.ravel(sel).tolist())
+        items, used = _layout(toks, width - 8, measure, measure("a a") - measure("aa"))
+        for x, row, text, j in items:
+            face = shade_of(shade[j])
+            ax.text(4 + x, line + row + 0.5, text, fontsize=fontsize, va="center", color=_ink(face),
+                    bbox=dict(boxstyle="square,pad=0.15", facecolor=face,
+                              edgecolor="black" if j in chosen else "none", linewidth=1.2))
+        line += used + 1
+    ax.set_xlim(0, width)
+    return line - 1
+
+
+def _token_key(ax, n_lines, cmap, lo, hi, signed, label, selected_label, fontsize):
+    """A colour bar of the shades, and a legend of the box, in the key lines under the texts."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    part = _KEY_LINES / (n_lines + _KEY_LINES)  # of the axes height
+    cax = ax.inset_axes([0.62, 0.5 * part, 0.3, 0.2 * part])
+    shown = ListedColormap(cmap(np.linspace(lo, hi, 256)))
+    bar = ax.figure.colorbar(ScalarMappable(cmap=shown), cax=cax, orientation="horizontal")
+    # The shades are scaled per text, so the bar's ends are each text's own extremes.
+    ticks, names = ([0, 0.5, 1], ["most negative", "0", "most positive"]) if signed else \
+        ([0, 1], ["lowest", "highest"])
+    bar.set_ticks(ticks, labels=names, fontsize=0.8 * fontsize)
+    cax.set_ylabel(f"shade: {label}\n(per text)", rotation=0, ha="right", va="center",
+                   fontsize=0.8 * fontsize)
+    if selected_label:
+        box = Patch(facecolor="white", edgecolor="black", linewidth=1.2, label=selected_label)
+        ax.legend(handles=[box], loc="center left", bbox_to_anchor=(0.0, 0.5 * part),
+                  frameon=False, fontsize=0.8 * fontsize)
+    return bar
+
+
 def plot_tokens(tokens, values, selected=None, *, labels=None, signed=None, ax=None,
-                fontsize=10, cmap=None):
+                fontsize=10, cmap=None, key=True, values_label=None,
+                selected_label="selected token"):
     """Tokens shaded by a per-token value; the selected tokens boxed.
 
     Parameters
@@ -119,12 +177,20 @@ def plot_tokens(tokens, values, selected=None, *, labels=None, signed=None, ax=N
         Drawn on; None: a new figure sized to the texts.
     fontsize : float, default=10
     cmap : str or Colormap, optional
-        Default ``"RdBu_r"`` when signed, else ``"Oranges"``.
+        Default ``"RdBu_r"`` when signed, else ``"Oranges"``; only its light
+        part is used, under black text (white text on a dark shade).
+    key : bool, default=True
+        Under the texts, a colour bar of the shades labelled ``values_label``
+        and, when tokens are selected, a legend of the box.
+    values_label : str, optional
+        Default "contribution" when signed, else "attention weight".
+    selected_label : str, default="selected token"
+        The legend entry of the box.
 
     Returns
     -------
     ax : matplotlib Axes
-        One text line per unit of its y axis, the header lines included.
+        One text line per unit of its y axis, the header and key lines included.
 
     Examples
     --------
@@ -132,53 +198,90 @@ def plot_tokens(tokens, values, selected=None, *, labels=None, signed=None, ax=N
     >>> ax = plot_tokens(["a", "fine", "film"], [0.1, 0.7, 0.2], selected=[1], labels="fresh")
     >>> [t.get_text() for t in ax.texts]
     ['fresh', 'a', 'fine', 'film']
+    >>> [t.get_text() for t in ax.get_legend().get_texts()]
+    ['selected token']
     """
     plt = _pyplot()
     tokens, values, selected, labels = _as_samples(tokens, values, selected, labels)
     if signed is None:
         signed = any(np.any(v < 0) for v in values)
     cmap = plt.get_cmap(cmap or ("RdBu_r" if signed else "Oranges"))
+    lo, hi = _SHADE_RANGE[bool(signed)]
     new = ax is None
     ax = _axes(ax, figsize=(10, 1))
-    fig = ax.figure
     if new:
         ax.set_position([0.01, 0.0, 0.98, 1.0])
-    measure = _text_width(ax, fontsize)
-    width = ax.get_window_extent().width
-    line = 0
-    for toks, v, sel, label in zip(tokens, values, selected, labels):
-        if label is not None:
-            ax.text(4, line + 0.5, label, fontsize=0.8 * fontsize, color="0.35", va="center")
-            line += 1
-        shade, chosen = _shades(v, signed), set(np.ravel(sel).tolist())
-        items, used = _layout(toks, width - 8, measure, measure("a a") - measure("aa"))
-        for x, row, text, j in items:
-            ax.text(4 + x, line + row + 0.5, text, fontsize=fontsize, va="center",
-                    bbox=dict(boxstyle="square,pad=0.15", facecolor=cmap(0.9 * shade[j]),
-                              edgecolor="black" if j in chosen else "none", linewidth=1.0))
-        line += used + 1
-    n_lines = line - 1
+    n_lines = _draw_texts(ax, tokens, values, selected, labels, signed,
+                          lambda s: cmap(lo + (hi - lo) * s), fontsize)
+    total = n_lines + (_KEY_LINES if key else 0)
     if new:
-        fig.set_size_inches(fig.get_size_inches()[0], 0.3 * n_lines + 0.2)
-    ax.set_xlim(0, width)
-    ax.set_ylim(n_lines, 0)
+        ax.figure.set_size_inches(ax.figure.get_size_inches()[0], 0.3 * total + 0.2)
+    ax.set_ylim(total, 0)
     ax.set_axis_off()
+    if key:
+        any_selected = any(np.size(s) for s in selected)
+        _token_key(ax, n_lines, cmap, lo, hi, signed,
+                   values_label or ("contribution" if signed else "attention weight"),
+                   selected_label if any_selected else None, fontsize)
     return ax
 
 
 # ----------------------------------------------------------------- patches
-def _outline(ax, box, colour, style, out):
+# (rows argument, colour, line style, drawn this many pixels outside the box, legend entry):
+# the truth one pixel larger, so that both outlines show where they coincide.
+_MARKS = (("true_rows", "tab:green", "--", 1.0, "true patch"),
+          ("chosen_rows", "tab:red", "-", 0.0, "localized patch"))
+
+
+def _outline(ax, box, colour, style, out, label="_nolegend_"):
     from matplotlib.patches import Rectangle
 
     top, left, bottom, right = box
     ax.add_patch(Rectangle((left - 0.5 - out, top - 0.5 - out), right - left + 2 * out,
                            bottom - top + 2 * out, fill=False, edgecolor=colour,
-                           linestyle=style, linewidth=2.0))
+                           linestyle=style, linewidth=2.0, label=label))
+
+
+def _frames(ax, grid, index, values, cmap, norm, alpha):
+    """Each patch framed in its value's colour, its inside only tinted (opacity ``alpha``).
+
+    A frame rather than a fill, so that the pixels of the patch stay legible;
+    inset from the patch border, where the true and chosen outlines go.
+    """
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    inset = 0.12 * min(grid.patch_size)
+    rects = [Rectangle((left - 0.5 + inset, top - 0.5 + inset), right - left - 2 * inset,
+                       bottom - top - 2 * inset) for top, left, bottom, right in grid.boxes(index)]
+    edges = cmap(norm(values))
+    faces = edges.copy()
+    faces[:, 3] = alpha
+    ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors=edges, linewidths=2.0))
+
+
+def _draw_values(ax, grid, index, values, over_image, overlay, cmap, norm, alpha):
+    if over_image and overlay == "frame":
+        _frames(ax, grid, index, values, cmap, norm, 0.15 if alpha is None else alpha)
+    else:
+        opacity = 1.0 if not over_image else (0.5 if alpha is None else alpha)
+        ax.imshow(grid.paint(index, values), cmap=cmap, norm=norm, alpha=opacity,
+                  interpolation="nearest")
+
+
+def _colorbar(ax, where, cmap, norm, label):
+    from matplotlib.cm import ScalarMappable
+
+    bar = ax.figure.colorbar(ScalarMappable(norm=norm, cmap=cmap),
+                             ax=ax if where is True else where, shrink=0.8)
+    bar.set_label(label)
+    return bar
 
 
 def plot_patches(image, grid, index, values=None, *, true_rows=None, chosen_rows=None, ax=None,
-                 cmap="gray_r", values_cmap="Reds", alpha=0.5, vmin=None, vmax=None,
-                 grid_lines=True):
+                 cmap="gray_r", values_cmap="Blues", alpha=None, vmin=None, vmax=None,
+                 grid_lines=True, overlay="frame", colorbar=True, values_label="attention weight",
+                 legend=True):
     """An image with its patch grid, shaded by per-patch values; true and chosen patches outlined.
 
     Parameters
@@ -191,22 +294,36 @@ def plot_patches(image, grid, index, values=None, *, true_rows=None, chosen_rows
     index : int
         Which image of ``grid``.
     values : array-like of shape (p,) or (n_heads, p), optional
-        One value per patch (heads summed), e.g. ``attention(X)[index]``,
-        shown over the image (opacity ``alpha``) or alone.
+        One value per patch (heads summed), e.g. ``attention(X)[index]``:
+        over the image as drawn by ``overlay``, alone as a filled map.
     true_rows, chosen_rows : array-like of int, optional
         Patches outlined green dashed (the truth, drawn one pixel larger so
-        that both show where they coincide) and red (e.g. ``localize``).
+        that both show where they coincide) and red (e.g. ``localize``);
+        legend entries "true patch" and "localized patch".
     ax : matplotlib Axes, optional
     cmap : str, default="gray_r"
         Colour map of a single-channel image.
-    values_cmap : str, default="Reds"
-    alpha : float, default=0.5
-        Opacity of ``values`` over the image.
+    values_cmap : str, default="Blues"
+        Colour map of ``values``; apart from the red and green outlines.
+    alpha : float, optional
+        Opacity of the inside of the patches over the image: default 0.15
+        (a tint) with ``overlay="frame"``, 0.5 with ``overlay="fill"``.
     vmin, vmax : float, optional
         Range of ``values`` the colour map spans (default: their own range);
         ``0, 1`` compares attention weights across images.
     grid_lines : bool, default=True
         Draw the patch boundaries.
+    overlay : {"frame", "fill"}, default="frame"
+        How ``values`` go over an image: "frame" draws a frame inside each
+        patch in its value's colour and only tints its pixels; "fill" covers
+        the image with the value map at opacity ``alpha``.
+    colorbar : bool or Axes or list of Axes, default=True
+        A colour bar of ``values``, labelled ``values_label``, beside ``ax``;
+        given axes: one bar beside all of them (panels sharing ``vmin``,
+        ``vmax``).  False: none.
+    values_label : str, default="attention weight"
+    legend : bool, default=True
+        A legend of the outlines under the image, when there are any.
 
     Returns
     -------
@@ -221,9 +338,12 @@ def plot_patches(image, grid, index, values=None, *, true_rows=None, chosen_rows
     >>> image = np.random.RandomState(0).random_sample((8, 12))
     >>> X, grid = image_to_patches([image], 4)
     >>> ax = plot_patches(image, grid, 0, values=np.arange(6.0), true_rows=[5], chosen_rows=[4])
-    >>> len(ax.patches), len(ax.images)
-    (2, 2)
+    >>> [t.get_text() for t in ax.get_legend().get_texts()]
+    ['true patch', 'localized patch']
     """
+    if overlay not in ("frame", "fill"):
+        raise ValueError(f'overlay must be "frame" or "fill", got {overlay!r}')
+    plt = _pyplot()
     ax = _axes(ax)
     if image is not None:
         image = np.asarray(image)
@@ -233,18 +353,25 @@ def plot_patches(image, grid, index, values=None, *, true_rows=None, chosen_rows
         ax.imshow(image, cmap=cmap if image.ndim == 2 else None, interpolation="nearest")
     if values is not None:
         values = np.asarray(values, dtype=np.float64)
-        painted = grid.paint(index, values.sum(axis=0) if values.ndim == 2 else values)
-        ax.imshow(painted, cmap=values_cmap, alpha=1.0 if image is None else alpha,
-                  vmin=vmin, vmax=vmax, interpolation="nearest")
+        values = values.sum(axis=0) if values.ndim == 2 else values
+        norm = plt.Normalize(vmin, vmax)
+        norm.autoscale_None(values)  # the limits not given: the values' own range
+        values_cmap = plt.get_cmap(values_cmap)
+        _draw_values(ax, grid, index, values, image is not None, overlay, values_cmap, norm, alpha)
+        if colorbar is not False:
+            _colorbar(ax, colorbar, values_cmap, norm, values_label)
     if grid_lines:
         for top, left, bottom, right in grid.boxes(index):
             ax.plot([left - 0.5, right - 0.5, right - 0.5], [top - 0.5, top - 0.5, bottom - 0.5],
                     color="0.6", linewidth=0.5)
-    for rows, colour, style, out in ((true_rows, "tab:green", "--", 1.0),
-                                     (chosen_rows, "tab:red", "-", 0.0)):
+    for name, colour, style, out, label in _MARKS:
+        rows = true_rows if name == "true_rows" else chosen_rows
         if rows is not None:
-            for box in grid.boxes(index, rows):
-                _outline(ax, box, colour, style, out)
+            for k, box in enumerate(grid.boxes(index, rows)):
+                _outline(ax, box, colour, style, out, label if k == 0 else "_nolegend_")
+    if legend and ax.patches:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2, fontsize=8,
+                  frameon=False, handlelength=1.5, columnspacing=1.0)
     H, W = grid.shapes[index][:2]
     ax.set_xlim(-1.5, W + 0.5)
     ax.set_ylim(H + 0.5, -1.5)

@@ -40,5 +40,6 @@ def test_images_to_a_localization_picture():
         # ------------------------------------------------------------------------------
     assert np.mean([f[0] == w for f, w in zip(found, where)]) > 0.9
     assert pipe.score(X, y) > 0.9
-    assert len(ax.patches) == 2 and len(ax.images) == 2
+    assert len(ax.patches) == 2 and len(ax.images) == 1  # outlines; the image under frames
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["true patch", "localized patch"]
     plt.close(ax.figure)
