@@ -105,7 +105,11 @@ def median_attention_entropy(estimator, X, y=None):
     """
     if not callable(getattr(final_estimator(estimator)[0], "attention", None)):
         return float("nan")
-    values = attention_entropy(attention(estimator, X))
+    try:
+        weights = attention(estimator, X)
+    except NotImplementedError:  # a method that keeps the name but has no weights (group lasso)
+        return float("nan")
+    values = attention_entropy(weights)
     values = values[~np.isnan(values)]
     return float(np.median(values)) if values.size else float("nan")
 

@@ -14,6 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor, RowStandardScaler
+from skdiagatt.baselines import GroupLassoClassifier
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 from skdiagatt.metrics import attention_entropy
 from skdiagatt.model_selection import (
@@ -67,6 +68,9 @@ def test_median_entropy_matches_the_fitted_weights(classification_search, classi
     # A model without attention weights scores NaN (chosen on the loss alone).
     pooled = make_pipeline(FunctionTransformer(lambda Z: np.stack([z.mean(0) for z in Z])), Ridge())
     assert np.isnan(median_attention_entropy(pooled.fit(X, np.zeros(len(X))), X))
+    # so does one whose attention() says it has none (the group lasso)
+    lasso = GroupLassoClassifier(max_iter=20).fit(X, (np.arange(len(X)) % 2))
+    assert np.isnan(median_attention_entropy(lasso, X))
 
 
 # ------------------------------------------------------------------ scorers
