@@ -243,26 +243,40 @@ def _outline(ax, box, colour, style, out, label="_nolegend_"):
 
 
 def _frames(ax, grid, index, values, cmap, norm, alpha):
-    """Each patch framed in its value's colour, its inside only tinted (opacity ``alpha``).
+    """A ring inside each patch's border, in the colour of its value (opacity ``alpha``).
 
-    A frame rather than a fill, so that the pixels of the patch stay legible;
-    inset from the patch border, where the true and chosen outlines go.
+    A ring rather than a fill, so that the pixels of the patch stay visible;
+    its width is a tenth of the patch, so that it scales with the picture, and
+    it keeps clear of the border, where the true and chosen outlines go.
     """
     from matplotlib.collections import PatchCollection
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path
 
-    inset = 0.12 * min(grid.patch_size)
-    rects = [Rectangle((left - 0.5 + inset, top - 0.5 + inset), right - left - 2 * inset,
-                       bottom - top - 2 * inset) for top, left, bottom, right in grid.boxes(index)]
-    edges = cmap(norm(values))
-    faces = edges.copy()
-    faces[:, 3] = alpha
-    ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors=edges, linewidths=2.0))
+    gap, width = 0.05 * min(grid.patch_size), 0.1 * min(grid.patch_size)
+
+    def ring(top, left, bottom, right):
+        # The inner square runs the other way round, which makes it a hole.
+        out, inn = _corners(top, left, bottom, right, gap), _corners(top, left, bottom, right, gap + width)
+        codes = [Path.MOVETO] + [Path.LINETO] * 3 + [Path.CLOSEPOLY]
+        return PathPatch(Path(out + [out[0]] + inn[::-1] + [inn[-1]], codes + codes))
+
+    colours = cmap(norm(values))
+    colours[:, 3] = alpha
+    ax.add_collection(PatchCollection([ring(*box) for box in grid.boxes(index)],
+                                      facecolors=colours, edgecolors="none"))
+
+
+def _corners(top, left, bottom, right, inset):
+    """The corners of a patch's pixel box shrunk by ``inset`` pixels, counterclockwise on screen."""
+    x0, y0 = left - 0.5 + inset, top - 0.5 + inset
+    x1, y1 = right - 0.5 - inset, bottom - 0.5 - inset
+    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
 def _draw_values(ax, grid, index, values, over_image, overlay, cmap, norm, alpha):
     if over_image and overlay == "frame":
-        _frames(ax, grid, index, values, cmap, norm, 0.15 if alpha is None else alpha)
+        _frames(ax, grid, index, values, cmap, norm, 1.0 if alpha is None else alpha)
     else:
         opacity = 1.0 if not over_image else (0.5 if alpha is None else alpha)
         ax.imshow(grid.paint(index, values), cmap=cmap, norm=norm, alpha=opacity,
@@ -306,17 +320,18 @@ def plot_patches(image, grid, index, values=None, *, true_rows=None, chosen_rows
     values_cmap : str, default="Blues"
         Colour map of ``values``; apart from the red and green outlines.
     alpha : float, optional
-        Opacity of the inside of the patches over the image: default 0.15
-        (a tint) with ``overlay="frame"``, 0.5 with ``overlay="fill"``.
+        Opacity of ``values`` over the image: default 1.0 for the frames of
+        ``overlay="frame"``, 0.5 for ``overlay="fill"``.
     vmin, vmax : float, optional
         Range of ``values`` the colour map spans (default: their own range);
         ``0, 1`` compares attention weights across images.
     grid_lines : bool, default=True
         Draw the patch boundaries.
     overlay : {"frame", "fill"}, default="frame"
-        How ``values`` go over an image: "frame" draws a frame inside each
-        patch in its value's colour and only tints its pixels; "fill" covers
-        the image with the value map at opacity ``alpha``.
+        How ``values`` go over an image: "frame" draws a ring just inside
+        each patch's border in its value's colour, the pixels inside left as
+        they are; "fill" covers the image with the value map at opacity
+        ``alpha``.
     colorbar : bool or Axes or list of Axes, default=True
         A colour bar of ``values``, labelled ``values_label``, beside ``ax``;
         given axes: one bar beside all of them (panels sharing ``vmin``,

@@ -127,10 +127,9 @@ def test_patch_frames_leave_the_image_visible():
     np.testing.assert_array_equal(drawn.get_array(), image)
     (frames,) = ax.collections
     assert frames.get_zorder() > drawn.get_zorder()
-    faces, edges = frames.get_facecolors(), frames.get_edgecolors()
-    assert len(faces) == 6 and np.all(faces[:, 3] <= 0.2) and np.all(edges[:, 3] == 1.0)
-    darkness = [-_luminance(e) for e in edges]
-    assert int(np.argmax(darkness)) == 4  # the largest value, the darkest frame
+    colours = frames.get_facecolors()
+    assert len(colours) == 6 and np.all(colours[:, 3] == 1.0)
+    assert int(np.argmin([_luminance(c) for c in colours])) == 4  # the largest value, darkest
     # each frame inside its patch, clear of the outlines on the patch border
     for path, (top, left, bottom, right) in zip(frames.get_paths(), grid.boxes(0)):
         (x0, y0), (x1, y1) = path.get_extents().get_points()
@@ -139,6 +138,31 @@ def test_patch_frames_leave_the_image_visible():
     (bar,) = [a for a in ax.figure.axes if a is not ax]
     assert bar.get_ylabel() == "attention weight"
     np.testing.assert_allclose(bar.get_ylim(), [0.0, 0.9])
+
+
+def test_patch_frames_leave_the_pixels_inside_drawn():
+    # Rendered: a white image, every patch of the largest value (the darkest
+    # frame).  The middle of a patch shows the image; only its ring is dark.
+    image = np.zeros((8, 12))
+    _, grid = image_to_patches([image], 4)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    plot_patches(image, grid, 0, values=np.ones(6), vmin=0, vmax=1, ax=ax, colorbar=False,
+                 grid_lines=False)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())
+
+    def colour_at(x, y):
+        u, v = ax.transData.transform((x, y))
+        return pixels[int(pixels.shape[0] - v), int(u), :3]
+
+    for top, left, bottom, right in grid.boxes(0):
+        middle = ((left + right - 1) / 2, (top + bottom - 1) / 2)
+        assert colour_at(*middle).tolist() == [255, 255, 255]
+        assert colour_at(left - 0.1, middle[1]).max() < 128  # the ring, dark
+    fill = plot_patches(image, grid, 0, values=np.ones(6), vmin=0, vmax=1, overlay="fill", ax=ax)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())
+    assert fill is ax and colour_at(1.5, 1.5).max() < 255  # "fill" does cover the middle
 
 
 def test_patches_share_one_colour_bar():
