@@ -4,10 +4,10 @@ Build (one command, from the repository root)::
 
     pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 
-Nothing is downloaded at build time.  The gallery runs the short examples
-of ``examples/`` (under a minute each) and shows the long ones as code; the
-result pages are the Markdown files the benchmark scripts write into
-``docs/results/``.
+Nothing is downloaded at build time.  The gallery runs the examples of
+``examples/`` (under a minute each; the studies in their ``--gallery``
+version) and shows the multi-process ones as code; the result pages are the
+Markdown files the benchmark scripts write into ``docs/results/``.
 Optional extensions degrade gracefully: without numpydoc the docstrings are
 read by ``sphinx.ext.napoleon``, without sphinx-gallery the gallery is left
 out, without myst-parser the Markdown pages are left out.
@@ -20,6 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # the package, also when it is not installed
+sys.path.insert(0, str(HERE))  # gallery_setup, which the gallery configuration names
 
 import skdiagatt  # noqa: E402
 
@@ -80,18 +81,23 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
 # -- gallery -------------------------------------------------------------
-# The short examples (examples/plot_*.py) run during the build, each in
-# under a minute, and their figures are shown.  The long studies are shown
-# as code but never run: they take minutes and write tables of their own.
+# Every example runs during the build, each in under a minute, and its figures
+# are shown: the two studies with ``--gallery``, their small version (see
+# gallery_setup.py).  Not run: fit_across_processes.py, which needs several
+# processes started together, and fit_npy_shards.py, which simulates its
+# shards in a child process and reports this process's peak memory -- both
+# say so in their text.  The order goes from one's own matrices to the
+# studies (gallery_setup.ORDER).
 if HAVE_GALLERY:
     sphinx_gallery_conf = {
         "examples_dirs": "../examples",
         "gallery_dirs": "auto_examples",
-        "filename_pattern": r"/plot_(?!sentiment|cluttered_digits)\w+\.py$",
+        "filename_pattern": r"/plot_\w+\.py$",
         "plot_gallery": "True",
         "download_all_examples": False,
         "remove_config_comments": True,
-        "within_subsection_order": "FileNameSortKey",
+        "within_subsection_order": "gallery_setup.GalleryOrder",
+        "reset_argv": "gallery_setup.gallery_argv",
         # Do not write sg_execution_times.rst into docs/.
         "write_computation_times": False,
     }

@@ -14,6 +14,9 @@ finds the coordinator, the process count and this process's number itself::
 
 Every process reads its own part of the data (here, its part of one
 synthetic data set); every process ends with the same fitted model.
+
+The documentation's gallery shows this script but does not run it: it needs
+its processes started together, which a documentation build does not do.
 """
 
 import sys

@@ -22,6 +22,11 @@ Run (one command)::
 Without ``--folder`` the shards are simulated into a temporary folder, which
 is removed at the end; with it, the shards already there are used as they
 are (an empty folder is filled with simulated shards first).
+
+The documentation's gallery shows this script but does not run it: it
+simulates the shards in a child process and reports the peak memory of the
+process that fits, which means nothing inside a documentation build that
+runs every example in one process.
 """
 
 # %%

@@ -37,7 +37,7 @@ for image, label, j in zip(images, labels, where):
 # a row back to its pixels.
 X, grid = image_to_patches(images, 4)
 pipe = make_pipeline(skdiagatt.RowStandardScaler(),
-                     skdiagatt.DiagAttClassifier(max_iter=15, random_state=0))
+                     skdiagatt.DiagAttClassifier(random_state=0))
 pipe.fit(X[:200], labels[:200])
 print(f"test accuracy: {pipe.score(X[200:], labels[200:]):.3f}")
 found = skdiagatt.localize(pipe, X[200:])  # through the scaler to the classifier
@@ -46,12 +46,14 @@ print(f"bar patch found in {np.mean([f[0] == w for f, w in zip(found, where[200:
 # %%
 # The patch that decided
 # ----------------------
-# Shade: attention weight; green dashed: the bar's patch; red: the chosen one.
+# Frame colour: the attention weight of each patch (one colour bar for all
+# panels, 0 to 1); green dashed: the bar's patch; red: the localized one.
 weights = skdiagatt.attention(pipe, X[200:208])
-fig, axes = plt.subplots(2, 4, figsize=(8, 4.4))
+fig, axes = plt.subplots(2, 4, figsize=(9, 4.8), layout="constrained")
 for k, ax in enumerate(axes.ravel()):
     plot_patches(images[200 + k], grid, 200 + k, values=weights[k], true_rows=[where[200 + k]],
-                 chosen_rows=found[k], ax=ax, vmin=0, vmax=1)
-    ax.set_title(f"class {labels[200 + k]}", fontsize=9)
-fig.tight_layout()
+                 chosen_rows=found[k], ax=ax, vmin=0, vmax=1, legend=False,
+                 colorbar=list(axes.ravel()) if k == 7 else False)
+    ax.set_title(f"class {labels[200 + k]}", fontsize=10)
+fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
 plt.show()
