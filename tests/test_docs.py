@@ -330,8 +330,11 @@ def test_the_landing_pages_place_the_library():
         text = " ".join(page.read_text().split())
         assert "multiple instance learning" in text.lower()
         assert "arXiv:2609.21320" in text and "arXiv:2406.14036" in text
-    index = (DOCS / "index.rst").read_text()
-    assert index.split("\n\n")[1].startswith(".. figure:: images/")  # a localization picture first
+    # What it does and how to install it, then a localization picture, before anything else
+    blocks = (DOCS / "index.rst").read_text().split("\n\n")
+    assert "which rows drove each prediction" in " ".join(blocks[1].split())
+    assert "pip install -e ." in blocks[2] and 'pip install -e ".[plot]"' in blocks[2]
+    assert blocks[3].startswith(".. figure:: images/")
 
 
 @pytest.mark.parametrize("qualname, obj", _PUBLIC, ids=[name for name, _ in _PUBLIC])
