@@ -135,6 +135,19 @@ def test_token_level_targets(data):
         NTKPrefixRegressor(pooling=None, **FAST).fit(X, np.zeros(len(X)))
 
 
+def test_row_target_score_weighs_each_sample(data):
+    X, _ = data
+    y_rows = [np.column_stack([x[:, 0], -x[:, 1]]) for x in X]
+    est = NTKPrefixRegressor(pooling=None, causal=True, **FAST).fit(X, y_rows)
+    w = np.arange(len(X)) % 3  # 0, 1 or 2: left out, once, twice
+    repeated = [i for i in range(len(X)) for _ in range(w[i])]
+    weighted = est.score(X, y_rows, sample_weight=w)
+    assert weighted == pytest.approx(est.score([X[i] for i in repeated], [y_rows[i] for i in repeated]), rel=1e-6)
+    assert weighted != pytest.approx(est.score(X, y_rows), rel=1e-6)
+    with pytest.raises(ValueError, match="sample_weight"):
+        est.score(X, y_rows, sample_weight=w[:-1])
+
+
 def test_bad_inputs(fitted, data):
     X, y = data
     with pytest.raises(NotFittedError):

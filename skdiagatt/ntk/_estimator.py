@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import r2_score
 
-from .._shared.base import check_finite_output, check_targets, standardize_targets
+from .._shared.base import check_finite_output, check_sample_weight, check_targets, standardize_targets
 from .._shared.params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
 from .._shared.phased import Phase, PhasedEstimator
 from .._shared.ragged import COARSE
@@ -460,12 +461,17 @@ validation_fraction, random_state, verbose, callback, warm_start
         return out[:, 0] if self._y_ndim == 1 else out
 
     def score(self, X, y, sample_weight=None):
-        """R^2 of the predictions (pooled over all rows when ``pooling=None``)."""
-        if self.pooling is None:
-            from sklearn.metrics import r2_score
+        """R^2 of the predictions (pooled over all rows when ``pooling=None``).
 
+        With ``pooling=None`` every row target of sample ``i`` carries its
+        sample's weight ``sample_weight[i]``.
+        """
+        if self.pooling is None:
+            w = check_sample_weight(sample_weight, len(y))
+            counts = [np.size(v) for v in y]
             return r2_score(np.concatenate([np.ravel(v) for v in y]),
-                            np.concatenate([np.ravel(v) for v in self.predict(X)]))
+                            np.concatenate([np.ravel(v) for v in self.predict(X)]),
+                            sample_weight=None if w is None else np.repeat(w, counts))
         return super().score(X, y, sample_weight=sample_weight)
 
     def _head_weights(self, samples):
