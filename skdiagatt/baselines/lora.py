@@ -10,7 +10,7 @@ from ._frozen_attention import FrozenAttentionBaseline
 __all__ = ["LoRARegressor"]
 
 
-class LoRARegressor(FrozenAttentionBaseline):
+class LoRARegressor(FrozenAttentionBaseline, parameter=("rank", 8, Integer(1))):
     """Self-attention whose ``W_Q`` and ``W_V`` get trainable rank-``q`` updates, and a read-out.
 
     LoRA (Hu et al., 2022) adapts a frozen pretrained projection ``W`` by
@@ -24,12 +24,13 @@ class LoRARegressor(FrozenAttentionBaseline):
 
     Parameters
     ----------
-    n_heads, head_dim, attention_weights, pooling, causal, alpha, max_iter, \
-learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
-validation_fraction, random_state, verbose, callback, warm_start
+    n_heads, head_dim, attention_weights
         As in :class:`skdiagatt.NTKPrefixRegressor`.
     rank : int, default=8
         q, the rank of each update.  ``A`` starts ``N(0, 1 / d)``.
+    pooling, causal, alpha, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
+early_stopping, validation_fraction, random_state, verbose, callback, warm_start
+        As in :class:`skdiagatt.NTKPrefixRegressor`.
 
     Attributes
     ----------
@@ -53,49 +54,6 @@ validation_fraction, random_state, verbose, callback, warm_start
 
     feature_map = "lora"  # a label: the kernels go by the parameters' names
     init = "zeros"
-    _shape_parameters = FrozenAttentionBaseline._shape_parameters + ("rank",)
-    _parameter_rules = {**FrozenAttentionBaseline._parameter_rules, "rank": Integer(1)}
-
-    def __init__(
-        self,
-        n_heads=1,
-        *,
-        head_dim=None,
-        attention_weights=None,
-        rank=8,
-        pooling="mean",
-        causal=False,
-        alpha=1e-4,
-        max_iter=50,
-        learning_rate=0.01,
-        batch_size="auto",
-        tol=1e-4,
-        n_iter_no_change=5,
-        early_stopping=False,
-        validation_fraction=0.1,
-        random_state=None,
-        verbose=0,
-        callback=None,
-        warm_start=False,
-    ):
-        self.n_heads = n_heads
-        self.head_dim = head_dim
-        self.attention_weights = attention_weights
-        self.rank = rank
-        self.pooling = pooling
-        self.causal = causal
-        self.alpha = alpha
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.warm_start = warm_start
 
     def _init_params(self, frozen, t, rng):
         shapes = self._shapes(frozen, t)

@@ -8,7 +8,7 @@ from ._frozen_attention import FrozenAttentionBaseline
 __all__ = ["PrefixTuningRegressor"]
 
 
-class PrefixTuningRegressor(FrozenAttentionBaseline):
+class PrefixTuningRegressor(FrozenAttentionBaseline, parameter=("prefix_length", 10, Integer(1))):
     """Frozen attention over ``[P; X]`` with a trainable prefix ``P`` (m, d) and read-out.
 
     The finite-prefix counterpart of :class:`skdiagatt.NTKPrefixRegressor`: the
@@ -17,12 +17,13 @@ class PrefixTuningRegressor(FrozenAttentionBaseline):
 
     Parameters
     ----------
-    n_heads, head_dim, attention_weights, pooling, causal, alpha, max_iter, \
-learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
-validation_fraction, random_state, verbose, callback, warm_start
+    n_heads, head_dim, attention_weights
         As in :class:`skdiagatt.NTKPrefixRegressor`.
     prefix_length : int, default=10
         m, the number of trainable prefix rows, initialised ``N(0, I)``.
+    pooling, causal, alpha, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
+early_stopping, validation_fraction, random_state, verbose, callback, warm_start
+        As in :class:`skdiagatt.NTKPrefixRegressor`.
 
     Attributes
     ----------
@@ -47,49 +48,6 @@ validation_fraction, random_state, verbose, callback, warm_start
 
     feature_map = "exact"  # a label: the kernels go by the parameters' names
     init = "prefix"
-    _shape_parameters = FrozenAttentionBaseline._shape_parameters + ("prefix_length",)
-    _parameter_rules = {**FrozenAttentionBaseline._parameter_rules, "prefix_length": Integer(1)}
-
-    def __init__(
-        self,
-        n_heads=1,
-        *,
-        head_dim=None,
-        attention_weights=None,
-        prefix_length=10,
-        pooling="mean",
-        causal=False,
-        alpha=1e-4,
-        max_iter=50,
-        learning_rate=0.01,
-        batch_size="auto",
-        tol=1e-4,
-        n_iter_no_change=5,
-        early_stopping=False,
-        validation_fraction=0.1,
-        random_state=None,
-        verbose=0,
-        callback=None,
-        warm_start=False,
-    ):
-        self.n_heads = n_heads
-        self.head_dim = head_dim
-        self.attention_weights = attention_weights
-        self.prefix_length = prefix_length
-        self.pooling = pooling
-        self.causal = causal
-        self.alpha = alpha
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
-        self.warm_start = warm_start
 
     def _init_params(self, frozen, t, rng):
         H, d, _ = frozen["W_K"].shape
