@@ -111,7 +111,7 @@ def test_penalty_shrinks_towards_the_start():
 
     start = DiagAttRegressor(init="mixture")._start(
         {"W": np.zeros((1, 5, 5), np.float32), "U": np.zeros((1, 5), np.float32)},
-        TrainingSet(X, Y, len(X), {}), c, S, np.random.RandomState(0))
+        TrainingSet(X, Y, len(X), data=None, batch_size=None), c, S, np.random.RandomState(0))
     # Adam's steps leave a jitter of about the step size around the minimum.
     assert np.abs(start["W"]).max() > 0.5
     assert np.allclose(est.params_["W"], start["W"], atol=0.01)

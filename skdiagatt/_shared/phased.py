@@ -72,6 +72,30 @@ class Phase(NamedTuple):
     held: tuple = ()
 
 
+class _Run(NamedTuple):
+    """How one phase runs :func:`~skdiagatt._training.fit_loop` over the training set.
+
+    Attributes
+    ----------
+    epochs : int
+        Epochs of one cosine cycle.
+    restarts : int
+        Further cycles at most, while the loss still falls.
+    rng : numpy RandomState
+        Shuffles the minibatches: the fit's, which ``partial_fit`` keeps between calls.
+    opt_state : pytree or None
+        The optimizer state to continue from (``partial_fit``); None: a fresh one.
+    incremental : bool
+        A ``partial_fit`` epoch: the step size stays at ``learning_rate``.
+    """
+
+    epochs: int
+    restarts: int
+    rng: object
+    opt_state: object
+    incremental: bool
+
+
 class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
     """Base of the estimators trained in phases of the optax loop; see the module docstring.
 
@@ -295,7 +319,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         phases = self._phases(family, incremental)
         params, results = self._train(phases, params, frozen, train, state, incremental)
         if not incremental:
-            params = self._refit_readout(params, frozen, train.loop["data"], family)
+            params = self._refit_readout(params, frozen, train.data, family)
         self._set_fitted(params, constants, n_input, phases, results, meta, continued, incremental)
         set_feature_names(self, source.feature_names)
         if incremental:
@@ -312,33 +336,39 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             trained = {p: params[p] for p in keys}
             fixed = {**frozen, **{p: v for p, v in params.items() if p not in keys}}
             loss_fn, trained, fixed = self._training_form(self._loss_fn, trained, fixed, state)
-            extra = {"schedule": "constant", "opt_state": state.get("opt_state")} if incremental else {}
             per_epoch = train.steps_per_epoch or steps_per_epoch(
-                [len(x) for x in train.samples], train.loop["batch_size"], self._pack, self._bucket_growth)
+                [len(x) for x in train.samples], train.batch_size, self._pack, self._bucket_growth)
             epochs = self._epochs(phase.max_iter, per_epoch)
-            if train.steps_per_epoch is not None:
-                extra["total_steps"] = epochs * train.steps_per_epoch
             restarts = _AUTO_RESTARTS if phase.max_iter == "auto" and not incremental else 0
-            trained, result = self._cycles(loss_fn, phase, trained, fixed, epochs, restarts, {**extra, **train.loop})
+            run = _Run(epochs, restarts, state["rng"], state.get("opt_state") if incremental else None, incremental)
+            trained, result = self._cycles(loss_fn, phase, trained, fixed, train, run)
             params = {**params, **self._fitted_form(trained, fixed)}
             results.append(result)
             if k == 0 and not incremental:
                 self._warn_unconverged(result)
         return params, results
 
-    def _cycles(self, loss_fn, phase, trained, fixed, epochs, restarts, loop):
-        """Cosine cycles of ``epochs`` epochs: one, and up to ``restarts`` more while the loss still falls.
+    def _cycles(self, loss_fn, phase, trained, fixed, train, run):
+        """Cosine cycles of ``run.epochs`` epochs over ``train``: one, and up to ``run.restarts`` more.
 
         Each restart continues from where the last cycle ended at half its
         step size (cosine annealing with warm restarts, Loshchilov and
         Hutter, ICLR 2017): a phase whose loss still falls by more than
         ``tol`` at the end of its schedule was cut short, not converged.
         """
+        # A stream's steps are counted on its first pass, not by fit_loop from the data.
+        total_steps = None if train.steps_per_epoch is None else run.epochs * train.steps_per_epoch
         result = None
-        for cycle in range(restarts + 1):
-            trained, more = fit_loop(loss_fn, phase.config, trained, fixed, max_iter=epochs,
-                                     learning_rate=self._step_size() * 0.5**cycle,
-                                     label=f"{type(self).__name__} {phase.name}", phase=phase.name, **loop)
+        for cycle in range(run.restarts + 1):
+            trained, more = fit_loop(
+                loss_fn, phase.config, trained, fixed, train.data, max_iter=run.epochs,
+                learning_rate=self._step_size() * 0.5**cycle, batch_size=train.batch_size,
+                random_state=run.rng, tol=self.tol, n_iter_no_change=self.n_iter_no_change,
+                validation=train.validation, verbose=self.verbose, callback=self.callback,
+                label=f"{type(self).__name__} {phase.name}", phase=phase.name,
+                schedule="constant" if run.incremental else "cosine", opt_state=run.opt_state,
+                total_steps=total_steps,
+            )
             result = more if result is None else _joined(result, more)
             if not self._still_falling(more):
                 break

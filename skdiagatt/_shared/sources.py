@@ -36,10 +36,14 @@ class TrainingSet:
         The encoded targets of ``samples``.
     n : int
         Training samples (all chunks' for a stream).
-    loop : dict
-        Keyword arguments of :func:`~skdiagatt._training.fit_loop` shared by
-        every phase: ``data``, ``batch_size``, ``random_state``, ``tol``,
-        ``n_iter_no_change``, ``validation``, ``verbose``, ``callback``.
+    data : list, PackedData, ShardData or ChunkStream
+        The training samples as :func:`~skdiagatt._training.fit_loop` reads
+        them: uploaded buckets or packed blocks, this process's shard, or a
+        stream of chunks.
+    batch_size : int
+        Samples per minibatch (``batch_size="auto"`` resolved for ``n``).
+    validation : list, PackedData or None
+        The held-out samples of ``early_stopping``, uploaded as ``data``.
     steps_per_epoch : int or None
         Optimizer steps of one epoch of a chunk stream (None in memory: the
         loop counts them itself).
@@ -55,7 +59,9 @@ class TrainingSet:
     samples: list
     Y: object
     n: int
-    loop: dict
+    data: object
+    batch_size: int
+    validation: object = None
     steps_per_epoch: int = None
     statistics: dict = field(default_factory=dict)
     weights: np.ndarray = None
@@ -74,19 +80,6 @@ def _batch_size(est, n):
     if est.batch_size == "auto":
         return min(256, max(32, n // 16))
     return est.batch_size
-
-
-def _loop(est, data, n, rng, validation):
-    return dict(
-        data=data,
-        batch_size=_batch_size(est, n),
-        random_state=rng,
-        tol=est.tol,
-        n_iter_no_change=est.n_iter_no_change,
-        validation=validation,
-        verbose=est.verbose,
-        callback=est.callback,
-    )
 
 
 class Samples:
@@ -131,7 +124,7 @@ class Samples:
                                        w(idx_val))
         train = [samples[i] for i in idx_train]
         data = training_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train))
-        return TrainingSet(train, take(idx_train), len(train), _loop(est, data, len(train), rng, validation),
+        return TrainingSet(train, take(idx_train), len(train), data, _batch_size(est, len(train)), validation,
                            weights=w(idx_train))
 
 
@@ -199,7 +192,7 @@ class Shard(Samples):
         start = [s for part in self.place.gather([self.samples[i] for i in mine]) for s in part]
         data = shard_data(self.samples, take(np.arange(self.mine.start, self.mine.stop)), packed, n, self.place,
                           est._bucket_growth)
-        return TrainingSet(start, take(pick), n, _loop(est, data, n, rng, None), None, statistics)
+        return TrainingSet(start, take(pick), n, data, _batch_size(est, n), statistics=statistics)
 
 
 def _unpack(k, chunk):
@@ -288,11 +281,11 @@ class Chunks:
 
         n = len(self.lengths)
         stream = ChunkStream(batches, pack=est._pack, growth=est._bucket_growth)
-        loop = _loop(est, stream, n, rng, None)
-        per_epoch = sum(steps_per_epoch(lengths, loop["batch_size"], est._pack, est._bucket_growth)
+        batch_size = _batch_size(est, n)
+        per_epoch = sum(steps_per_epoch(lengths, batch_size, est._pack, est._bucket_growth)
                         for lengths in self.chunk_lengths)
         start = self.statistics.get("start_samples", [])
-        return TrainingSet(start, Y[: len(start)], n, loop, per_epoch, self.statistics,
+        return TrainingSet(start, Y[: len(start)], n, stream, batch_size, None, per_epoch, self.statistics,
                            None if W is None else W[: len(start)], None if W is None else float(W.sum()))
 
 

@@ -416,8 +416,8 @@ validation_fraction, random_state, verbose, callback, warm_start
         projections = {k: frozen[k] for k in _PROJECTIONS}
         try:
             solved, curve, scores = fit_varpro(
-                params["k"], projections, train.loop["data"], self._config(), self.alpha, self.max_iter,
-                self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.loop["validation"])
+                params["k"], projections, train.data, self._config(), self.alpha, self.max_iter,
+                self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.validation)
         except FloatingPointError as exc:
             # Rows large enough to overflow the float32 solve; Adam keeps its
             # last finite parameters instead, so "auto" falls back to it.
