@@ -143,11 +143,8 @@ def attention_weights(X, where, W_Q, W_K, P=None, causal=False):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
-    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels._examples import attention_inputs
+    >>> X, where, P, W_Q, W_K, W_V = attention_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; m=5, H=2
     >>> from skdiagatt.kernels.attention import attention_weights
     >>> w = attention_weights(X, where, W_Q, W_K, P=P)
     >>> w.shape                            # (B, H, L, m + L)
@@ -186,11 +183,8 @@ def key_attention_mass(weights, where):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
-    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels._examples import attention_inputs
+    >>> X, where, P, W_Q, W_K, W_V = attention_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; m=5, H=2
     >>> from skdiagatt.kernels.attention import attention_weights, key_attention_mass
     >>> mass = key_attention_mass(attention_weights(X, where, W_Q, W_K), where)
     >>> mass.shape, float(mass[1, 0, 2])
@@ -238,11 +232,8 @@ def prefix_attention(X, where, P, W_Q, W_K, W_V, causal=False):
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
-    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels._examples import attention_inputs
+    >>> X, where, P, W_Q, W_K, W_V = attention_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; m=5, H=2
     >>> from skdiagatt.kernels.attention import plain_attention, prefix_attention
     >>> out = prefix_attention(X, where, P, W_Q, W_K, W_V)
     >>> out.shape                          # (B, L, H, d_v)
@@ -285,10 +276,8 @@ def plain_attention(X, where, W_Q, W_K, W_V, causal=False):
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels._examples import attention_inputs
+    >>> X, where, W_Q, W_K, W_V = attention_inputs(prefix=False)   # B=2, L=3 (the 2nd: 2 rows), d=4; H=2
     >>> from skdiagatt.kernels.attention import plain_attention
     >>> out = plain_attention(X, where, W_Q, W_K, W_V)
     >>> out.shape
@@ -349,11 +338,8 @@ def prefix_attention_streaming(
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])  # 2nd sample: 2 rows
-    >>> P = jnp.asarray(rng.standard_normal((5, 4)), jnp.float32)       # m=5
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
+    >>> from skdiagatt.kernels._examples import attention_inputs
+    >>> X, where, P, W_Q, W_K, W_V = attention_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; m=5, H=2
     >>> from skdiagatt.kernels.attention import prefix_attention, prefix_attention_streaming
     >>> out, lse = prefix_attention_streaming(X, where, P, W_Q, W_K, W_V,
     ...                                       block_size=2, return_lse=True)

@@ -154,18 +154,10 @@ def head_scores(params, frozen, X):
 
     Examples
     --------
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
     >>> psi = K.head_scores(params, frozen, X)
     >>> psi.shape
     (4, 2, 5)
@@ -250,18 +242,10 @@ def head_weights(params, frozen, X, where):
 
     Examples
     --------
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
     >>> kappa = K.head_weights(params, frozen, X, where)
     >>> np.allclose(kappa.sum(axis=-1), 1.0), float(kappa[2, :, 1:].max())
     (True, 0.0)
@@ -286,23 +270,15 @@ def diagatt_forward(params, frozen, X, where):
 
     Examples
     --------
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
     >>> z, kappa = K.diagatt_forward(params, frozen, X, where)
     >>> z.shape, kappa.shape
     ((4, 1), (4, 2, 5))
     >>> x = np.asarray(X[1, :3])                   # sample 1: its 3 real rows
-    >>> ref = sum(np.asarray(kappa[1, r, :3]) @ x @ params["V"][r] for r in range(R))
+    >>> ref = sum(np.asarray(kappa[1, r, :3]) @ x @ params["V"][r] for r in range(2))
     >>> np.allclose(z[1], ref, rtol=1e-4, atol=1e-5)
     True
     """
@@ -430,19 +406,10 @@ def latent_row_loss(params, frozen, X, where, y, family):
     With one row per sample there is nothing to pick: the loss is the
     response's plain negative log-likelihood at that row's read-out.
 
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
-    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
     >>> one = {**params, "V": params["V"][:1], "W": params["W"][:1], "log_scale": params["log_scale"][:1]}
     >>> nll = K.latent_row_loss(one, frozen, X[:, :1], where[:, :1], y, "gaussian")
     >>> z = X[:, 0] @ params["V"][0]
@@ -478,19 +445,10 @@ def attention_loss(params, frozen, X, where, y, family):
 
     Examples
     --------
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
-    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
     >>> z, _ = K.diagatt_forward(params, frozen, X, where)
     >>> np.allclose(K.attention_loss(params, frozen, X, where, y, "gaussian"),
     ...             0.5 * ((y - z) ** 2)[:, 0], atol=1e-5)
@@ -553,20 +511,11 @@ def diagatt_loss(params, frozen, batch, config):
     --------
     Filler samples (weight 0) change nothing:
 
-    >>> import jax.numpy as jnp
     >>> import numpy as np
     >>> from skdiagatt.kernels import diagatt as K
-    >>> rng = np.random.RandomState(0)
-    >>> R, d, t = 2, 3, 1
-    >>> params = {"W": rng.randn(R, d, d).astype(np.float32), "V": rng.randn(R, d, t).astype(np.float32),
-    ...           "b": np.zeros(t, np.float32), "log_scale": np.zeros(R, np.float32),
-    ...           "log_sigma": np.zeros(t, np.float32)}
-    >>> frozen = {"S": np.eye(d, dtype=np.float32), "x_scale": np.float32(1.0),
-    ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.1), "alpha_value": np.float32(0.0)}
-    >>> X = jnp.asarray(rng.randn(4, 5, d), jnp.float32)      # 4 samples padded to 5 rows
-    >>> where = jnp.arange(5)[None, :] < jnp.array([5, 3, 1, 4])[:, None]
-    >>> y = jnp.asarray(rng.randn(4, t), jnp.float32)
-    >>> batch = {"X": X, "where": where, "y": y, "w": jnp.array([1.0, 1.0, 1.0, 0.0])}
+    >>> from skdiagatt.kernels._examples import diagatt_inputs
+    >>> params, frozen, X, where, y = diagatt_inputs()   # R=2 heads, d=3; 4 samples padded to 5 rows
+    >>> batch = {"X": X, "where": where, "y": y, "w": np.array([1.0, 1.0, 1.0, 0.0], np.float32)}
     >>> full = K.diagatt_loss(params, frozen, batch, ("latent", "gaussian"))
     >>> first3 = {k: v[:3] for k, v in batch.items()}
     >>> bool(np.isclose(full, K.diagatt_loss(params, frozen, first3, ("latent", "gaussian")), rtol=1e-5))

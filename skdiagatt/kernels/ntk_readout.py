@@ -112,21 +112,15 @@ def ntk_readout_forward(params, frozen, X, where, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.ntk_attention import ntk_attention, prefix_to_state
+    >>> from skdiagatt.kernels.ntk_attention import ntk_attention
     >>> from skdiagatt.kernels.ntk_readout import ntk_readout_forward
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
-    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
-    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
-    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
-    >>> config = ("taylor", 2, False, "mean")
+    >>> from skdiagatt.kernels._examples import ntk_readout_inputs
+    >>> params, frozen, X, where, config = ntk_readout_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; H=2
     >>> forward = jax.jit(ntk_readout_forward, static_argnames="config")  # as the estimators do
     >>> z = forward(params, frozen, X, where, config)
     >>> z.shape                            # (B, t)
     (2, 1)
-    >>> T = ntk_attention(X, where, Z, k, W_Q, W_K, W_V)          # (B, L, H, d_v)
+    >>> T = ntk_attention(X, where, params["Z"], params["k"], *(frozen[w] for w in ("W_Q", "W_K", "W_V")))
     >>> bool(np.allclose(z[:, 0], T.sum((1, 2, 3)) / where.sum(1), atol=1e-5))
     True
     """
@@ -143,19 +137,14 @@ def ntk_readout_loss(params, frozen, batch, config):
 
     Parameters
     ----------
-    params : dict
-        Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
-        (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
-        ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
-    frozen : dict
-        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
-        ``k`` too when they are not trained.
+    params, frozen
+        As in :func:`ntk_readout_forward`.
     batch : dict
         ``X`` (B, L, d), ``where`` (B, L), ``y`` (B, t) -- (B, L, t) when
         ``pooling`` is None -- and ``w`` (B,) sample weights (zero for filler
         samples).
     config : tuple
-        ``(feature_map, degree, causal, pooling)``, static.
+        As in :func:`ntk_readout_forward`.
 
     Returns
     -------
@@ -171,15 +160,8 @@ def ntk_readout_loss(params, frozen, batch, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.ntk_attention import prefix_to_state
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
-    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
-    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
-    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
-    >>> config = ("taylor", 2, False, "mean")
+    >>> from skdiagatt.kernels._examples import ntk_readout_inputs
+    >>> params, frozen, X, where, config = ntk_readout_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; H=2
     >>> from skdiagatt.kernels.ntk_readout import ntk_readout_loss
     >>> loss = jax.jit(ntk_readout_loss, static_argnames="config")  # as the estimators do
     >>> batch = {"X": X, "where": where, "y": jnp.ones((2, 1)), "w": jnp.ones(2)}
@@ -207,17 +189,8 @@ def ntk_row_mass(params, frozen, X, where, config):
 
     Parameters
     ----------
-    params : dict
-        Trained parameters: ``Z`` (H, r, d_v) and ``k`` (H, r), or ``P``
-        (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
-        ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
-    frozen : dict
-        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
-        ``k`` too when they are not trained.
-    X : array, shape (B, L, d)
-    where : bool array, shape (B, L)
-    config : tuple
-        ``(feature_map, degree, causal, pooling)``, static.
+    params, frozen, X, where, config
+        As in :func:`ntk_readout_forward`.
 
     Returns
     -------
@@ -230,23 +203,16 @@ def ntk_row_mass(params, frozen, X, where, config):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> from skdiagatt.kernels.ntk_attention import prefix_to_state
     >>> from skdiagatt.kernels.ntk_readout import ntk_row_mass
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)  # H=2
-    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
-    >>> Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
-    >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}  # H * d_v = 4
-    >>> config = ("taylor", 2, False, "mean")
+    >>> from skdiagatt.kernels._examples import ntk_readout_inputs
+    >>> params, frozen, X, where, config = ntk_readout_inputs()   # B=2, L=3 (the 2nd: 2 rows), d=4; H=2
     >>> row_mass = jax.jit(ntk_row_mass, static_argnames="config")  # as the estimators do
     >>> mass = row_mass(params, frozen, X, where, config)
     >>> mass.shape, float(mass[1, 0, 2])   # (B, H, L); padded row
     ((2, 2, 3), 0.0)
     >>> bool(((mass.sum(-1) > 0) & (mass.sum(-1) < 1)).all())  # the prefix takes a share
     True
-    >>> no_prefix = row_mass({**params, "k": jnp.zeros_like(k)}, frozen, X, where, config)
+    >>> no_prefix = row_mass({**params, "k": jnp.zeros_like(params["k"])}, frozen, X, where, config)
     >>> np.round(np.asarray(no_prefix.sum(-1)), 4).tolist()
     [[1.0, 1.0], [1.0, 1.0]]
     """

@@ -85,18 +85,13 @@ def stdatt_scores(params, frozen, X, where):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_scores
     >>> psi = stdatt_scores(params, frozen, X, where)
     >>> psi.shape                          # (B, R, L, L)
     (2, 2, 3, 3)
-    >>> Q, K = jnp.einsum("ld,rde->rle", X[0], W_Q), jnp.einsum("ld,rde->rle", X[0], W_K)
+    >>> Q, K = (jnp.einsum("ld,rde->rle", X[0], params[k]) for k in ("W_Q", "W_K"))
     >>> bool(np.allclose(psi[0], jnp.einsum("rie,rje->rij", Q, K) / 2, atol=1e-5))  # S = I
     True
     """
@@ -122,11 +117,8 @@ def stdatt_weights(params, frozen, X, where):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
 
@@ -139,13 +131,8 @@ def stdatt_weights(params, frozen, X, where):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_weights
     >>> A = stdatt_weights(params, frozen, X, where)
     >>> np.round(np.asarray(A.sum(-1)), 4).tolist()[1]   # padded query: all 0
@@ -162,11 +149,8 @@ def received_attention(params, frozen, X, where):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
 
@@ -180,13 +164,8 @@ def received_attention(params, frozen, X, where):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import received_attention
     >>> m = received_attention(params, frozen, X, where)
     >>> m.shape, float(m[1, 0, 2])         # (B, R, L); padded row
@@ -204,11 +183,8 @@ def log_received_attention(params, frozen, X, where):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
 
@@ -222,13 +198,8 @@ def log_received_attention(params, frozen, X, where):
     >>> import jax
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import log_received_attention, received_attention
     >>> log_m = jax.jit(log_received_attention)(params, frozen, X, where)  # one compilation, not one per operation
     >>> bool(np.allclose(jnp.exp(log_m), received_attention(params, frozen, X, where), atol=1e-6))
@@ -262,11 +233,8 @@ def stdatt_forward(params, frozen, X, where):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
 
@@ -280,18 +248,13 @@ def stdatt_forward(params, frozen, X, where):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_forward
     >>> z, m = stdatt_forward(params, frozen, X, where)
     >>> z.shape, m.shape
     ((2, 1), (2, 2, 3))
-    >>> ref = jnp.einsum("brl,bld,rdt->bt", m, X, V)          # sum_r <X^T m_r, V_r>, S = I
+    >>> ref = jnp.einsum("brl,bld,rdt->bt", m, X, params["V"])  # sum_r <X^T m_r, V_r>, S = I
     >>> bool(np.allclose(z, ref, atol=1e-5))
     True
     """
@@ -307,11 +270,8 @@ def stdatt_attention_loss(params, frozen, X, where, y, family):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
     y : array, shape (B, t)
@@ -325,13 +285,8 @@ def stdatt_attention_loss(params, frozen, X, where, y, family):
     --------
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_attention_loss, stdatt_forward
     >>> z, _ = stdatt_forward(params, frozen, X, where)
     >>> loss = stdatt_attention_loss(params, frozen, X, where, z + 2.0, "gaussian")
@@ -351,11 +306,8 @@ def stdatt_latent_loss(params, frozen, X, where, y, family):
 
     Parameters
     ----------
-    params : dict
-        ``W_Q``, ``W_K`` (R, d, d_h), ``V`` (R, d, t), ``b`` (t,) and, for
-        the latent objective, ``log_sigma`` (t,).
-    frozen : dict
-        ``S`` (d, d), ``inv_scale`` (scalar), optionally ``x_scale`` (scalar).
+    params, frozen : dict
+        See the module docstring.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
     y : array, shape (B, t)
@@ -372,13 +324,8 @@ def stdatt_latent_loss(params, frozen, X, where, y, family):
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_attention_loss, stdatt_latent_loss
     >>> X_same = jnp.broadcast_to(X[:, :1], X.shape)
     >>> y = jnp.array([[1.0], [-1.0]])
@@ -456,13 +403,8 @@ def stdatt_loss(params, frozen, batch, config):
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)    # B=2, L=3, d=4
-    >>> where = jnp.array([[True, True, True], [True, True, False]])
-    >>> W_Q, W_K = jnp.asarray(0.5 * rng.standard_normal((2, 2, 4, 2)), jnp.float32)  # R=2
-    >>> V = jnp.asarray(rng.standard_normal((2, 4, 1)), jnp.float32)    # t=1
-    >>> params = {"W_Q": W_Q, "W_K": W_K, "V": V, "b": jnp.zeros(1), "log_sigma": jnp.zeros(1)}
-    >>> frozen = {"S": jnp.eye(4), "inv_scale": 0.5, "alpha": 0.1, "alpha_value": 0.01}
+    >>> from skdiagatt.kernels._examples import stdatt_inputs
+    >>> params, frozen, X, where = stdatt_inputs()   # B=2 samples, L=3 rows (the 2nd: 2), d=4; R=2 heads
     >>> from skdiagatt.kernels.stdatt import stdatt_forward, stdatt_loss, stdatt_penalty
     >>> z, _ = stdatt_forward(params, frozen, X, where)
     >>> y = z + jnp.array([[2.0], [100.0]])
