@@ -27,7 +27,7 @@ per-sample outputs are then (n, ...), per-row ones (K, R, C).
 import jax.numpy as jnp
 
 from ._matmul import einsum, matmul
-from .losses import LOGLIK, ridge_penalty
+from .losses import LOGLIK, minibatch_objective, ridge_penalty
 from .rows import per_block, row_log_softmax, row_logsumexp, row_softmax, row_total
 from .scores import diag_scores, diag_scores_and_values, linear_scores, lowrank_scores
 
@@ -521,10 +521,4 @@ def diagatt_loss(params, frozen, batch, config):
     >>> bool(np.isclose(full, K.diagatt_loss(params, frozen, first3, ("latent", "gaussian")), rtol=1e-5))
     True
     """
-    objective, family = config
-    merged = {**frozen, **params}
-    per_sample = _OBJECTIVES[objective](
-        merged, frozen, batch["X"], batch["where"], batch["y"], family
-    )
-    w = batch["w"]
-    return jnp.sum(w * per_sample) / jnp.sum(w) + penalty(params, frozen)
+    return minibatch_objective(_OBJECTIVES, penalty, params, frozen, batch, config)

@@ -12,7 +12,9 @@ Shapes: ``z`` (..., t); ``y`` broadcastable to it (targets for ``gaussian``,
 import jax
 import jax.numpy as jnp
 
-__all__ = ["gaussian_loglik", "bernoulli_loglik", "categorical_loglik", "LOGLIK", "ridge_penalty"]
+__all__ = [
+    "gaussian_loglik", "bernoulli_loglik", "categorical_loglik", "LOGLIK", "ridge_penalty", "minibatch_objective",
+]
 
 
 def gaussian_loglik(y, z, log_sigma):
@@ -151,3 +153,48 @@ def ridge_penalty(params, frozen, keys):
     if "V" in params:
         pen = pen + frozen.get("alpha_value", 0.0) * jnp.sum(params["V"] ** 2)
     return pen
+
+
+def minibatch_objective(objectives, penalty, params, frozen, batch, config):
+    """Weighted mean per-sample objective of a minibatch plus the penalty: a model's ``fit_loop`` loss.
+
+    Parameters
+    ----------
+    objectives : dict
+        ``{name: objective(params, frozen, X, where, y, family)}``, each
+        returning one loss per sample.
+    penalty : callable
+        ``penalty(params, frozen)``, of the trained parameters only.
+    params : dict
+        The trainable parameters; ``frozen`` supplies any model parameter
+        that is not trained in this phase (they are merged, ``params`` first).
+    frozen : dict
+    batch : dict
+        ``X``, ``where``, ``y`` and ``w``, the samples' weights (zero for the
+        filler samples that complete a batch).
+    config : tuple
+        ``(objective, family)``, static: ``objective`` a key of ``objectives``.
+
+    Returns
+    -------
+    scalar
+        What ``fit_loop`` minimizes.
+
+    Examples
+    --------
+    A filler sample (weight 0) does not count:
+
+    >>> import jax.numpy as jnp
+    >>> from skdiagatt.kernels.losses import minibatch_objective
+    >>> def squared(params, frozen, X, where, y, family):
+    ...     return (params["a"] * X[:, 0, 0] - y[:, 0]) ** 2
+    >>> batch = {"X": jnp.ones((2, 1, 1)), "where": jnp.ones((2, 1), bool),
+    ...          "y": jnp.array([[0.0], [5.0]]), "w": jnp.array([1.0, 0.0])}   # the 2nd is filler
+    >>> float(minibatch_objective({"sq": squared}, lambda p, f: 0.5, {"a": 3.0}, {}, batch, ("sq", "gaussian")))
+    9.5
+    """
+    objective, family = config
+    merged = {**frozen, **params}
+    per_sample = objectives[objective](merged, frozen, batch["X"], batch["where"], batch["y"], family)
+    w = batch["w"]
+    return jnp.sum(w * per_sample) / jnp.sum(w) + penalty(params, frozen)

@@ -31,7 +31,7 @@ so whatever they contain cannot change a result.
 import jax.numpy as jnp
 
 from ._matmul import einsum
-from .losses import LOGLIK, ridge_penalty
+from .losses import LOGLIK, minibatch_objective, ridge_penalty
 from .scores import project_rows
 from .softmax import masked_log_softmax, masked_logsumexp, masked_softmax
 
@@ -413,10 +413,4 @@ def stdatt_loss(params, frozen, batch, config):
     >>> bool(np.isclose(loss, 2.0 + stdatt_penalty(params, frozen), atol=1e-5))
     True
     """
-    objective, family = config
-    merged = {**frozen, **params}
-    per_sample = _OBJECTIVES[objective](
-        merged, frozen, batch["X"], batch["where"], batch["y"], family
-    )
-    w = batch["w"]
-    return jnp.sum(w * per_sample) / jnp.sum(w) + stdatt_penalty(params, frozen)
+    return minibatch_objective(_OBJECTIVES, stdatt_penalty, params, frozen, batch, config)
