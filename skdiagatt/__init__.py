@@ -7,8 +7,13 @@ instances; their number varies per sample) or a 3-D array, and expose
 map each sample's rows, keeping the ragged layout.  :func:`localize`,
 :func:`attention` and :func:`row_contributions` reach the estimator inside a
 fitted pipeline or search (:mod:`skdiagatt.inspection`).
+:func:`set_compilation_cache` keeps compiled programs on disk for later
+processes; the environment variable ``SKDIAGATT_COMPILATION_CACHE`` does the
+same from the shell.
 """
 
+from . import _compilation
+from ._compilation import compilation_cache, set_compilation_cache
 from ._training.progress import EpochInfo
 from .diagatt import DiagAttClassifier, DiagAttRegressor
 from .inspection import attention, localize, row_contributions
@@ -28,5 +33,10 @@ __all__ = [
     "attention",
     "localize",
     "row_contributions",
+    "set_compilation_cache",
+    "compilation_cache",
     "__version__",
 ]
+
+# Opt-in: importing skdiagatt changes JAX's settings only when this variable is set.
+_compilation.cache_from_environment()

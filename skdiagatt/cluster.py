@@ -18,6 +18,7 @@ import sys
 import warnings
 import zlib
 
+from ._compilation import set_compilation_cache
 from ._shared.base import _check_positive_int
 from ._training import devices as _devices
 
@@ -145,8 +146,9 @@ class JaxWorker(_WorkerPlugin):
         time per worker) one core each runs ``n_workers`` fits side by side
         without oversubscription.
     cache_dir : str or path-like, optional
-        JAX's persistent compilation cache for the workers (every program
-        cached, however fast it compiled).  None leaves JAX's setting as it is.
+        JAX's persistent compilation cache for the workers, set in each by
+        :func:`skdiagatt.set_compilation_cache` (every program cached, however
+        fast it compiled).  None leaves JAX's setting as it is.
 
     Notes
     -----
@@ -173,10 +175,7 @@ class JaxWorker(_WorkerPlugin):
 
     def setup(self, worker):
         if self.cache_dir is not None:
-            import jax
-
-            jax.config.update("jax_compilation_cache_dir", self.cache_dir)
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            set_compilation_cache(self.cache_dir)
         self._pin(worker)
 
     def _pin(self, worker):

@@ -4,7 +4,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
@@ -87,8 +86,10 @@ class _Optimization:
         self.place = placement()
         self.layout = current_layout()
         self.loss_fn, self.config = loss_fn, config
-        self.params = self.place.put(jax.tree.map(jnp.asarray, params))
-        self.frozen = self.place.put(jax.tree.map(jnp.asarray, frozen))
+        # jax.device_put gives the arrays jnp.asarray gives (dtypes, weak
+        # types), without compiling a program for every shape and dtype.
+        self.params = self.place.put(jax.device_put(params))
+        self.frozen = self.place.put(jax.device_put(frozen))
         fresh = opt_state is None
         self.opt_state = self.place.put(_step.init_opt_state(self.params) if fresh else opt_state)
         self.schedule, self.learning_rate, self.total_steps = schedule, learning_rate, total_steps

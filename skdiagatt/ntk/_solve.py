@@ -27,7 +27,7 @@ def _batches(data):
         w = (np.arange(arrays["X"].shape[0]) < count).astype(np.float32)
         if weights is not None:
             w[:count] *= weights
-        out.append({**arrays, "w": jnp.asarray(w)})
+        out.append({**arrays, "w": jax.device_put(w)})
     return out
 
 
@@ -42,18 +42,29 @@ def _step(k, state, frozen, batches, alpha, config):
     return optax.apply_updates(k, updates), state, value
 
 
+@jax.jit
+def _lbfgs_start(k):
+    """``k`` and a fresh L-BFGS state, strongly typed (one program, not one per leaf)."""
+    return jax.tree.map(lambda a: jnp.array(a, dtype=jnp.asarray(a).dtype), (k, optax.lbfgs().init(k)))
+
+
 def _in_step_form(tree, batches):
-    """``tree`` strongly typed and, where the data sit committed on one device, committed there.
+    """``tree`` (from :func:`_lbfgs_start`) committed where the data sit committed on one device.
 
     That is the form of ``_step``'s outputs; a fresh L-BFGS start is weakly
-    typed in places and uncommitted, and ``jit`` compiles ``_step`` anew for
-    each form, so without this it would compile twice.
+    typed in places (:func:`_lbfgs_start` makes it strong) and uncommitted,
+    and ``jit`` compiles ``_step`` anew for each form, so without this it
+    would compile twice.
     """
-    tree = jax.tree.map(lambda a: jnp.array(a, dtype=jnp.asarray(a).dtype), tree)
     ref = batches[0]["X"]
     if isinstance(ref, jax.Array) and ref.committed and len(ref.devices()) == 1:
         return jax.device_put(tree, next(iter(ref.devices())))
     return tree
+
+
+# Jitted: its slices, reshapes, pseudo-inverse and product would otherwise
+# each compile a program of their own in every process.
+_state_from_ridge = jax.jit(state_from_ridge, static_argnums=(1, 2))
 
 
 @partial(jax.jit, static_argnames=("config",))
@@ -110,10 +121,10 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
         The held-out loss after every iteration (empty without ``validation``).
     """
     batches = _batches(data)
-    frozen = {key: jnp.asarray(frozen[key]) for key in ("W_Q", "W_K", "W_V")}
-    alpha = jnp.float32(alpha)
-    k = jnp.asarray(k)
-    k, state = _in_step_form((k, optax.lbfgs().init(k)), batches)
+    # device_put, not jnp.asarray: the same arrays, without a program per shape.
+    frozen = jax.device_put({key: frozen[key] for key in ("W_Q", "W_K", "W_V")})
+    alpha = jax.device_put(np.float32(alpha))
+    k, state = _in_step_form(_lbfgs_start(k), batches)
     held = _batches(validation) if validation else None
     curve, scores, best, stale = [], [], np.inf, 0
     kept = k
@@ -142,7 +153,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     theta, b, value = _solve(k, frozen, batches, alpha, config)
     curve.append(float(value))
     H, _, dv = frozen["W_V"].shape
-    W_out, Z = state_from_ridge(theta, H, dv)
+    W_out, Z = _state_from_ridge(theta, H, dv)
     params = {"Z": Z, "k": k, "W_out": W_out, "b": b}
     params = {key: np.asarray(v, np.float32) for key, v in params.items()}
     bad = [key for key, v in params.items() if not np.all(np.isfinite(v))]
