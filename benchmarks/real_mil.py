@@ -92,6 +92,9 @@ def methods():
         "adam-readout": make_pipeline(RowStandardScaler(), DiagAttClassifier(alpha_value=0.0, random_state=0)),
         "20-epochs": make_pipeline(RowStandardScaler(), DiagAttClassifier(max_iter=20, random_state=0)),
         "start-only": make_pipeline(RowStandardScaler(), DiagAttClassifier(alpha=1e6, random_state=0)),
+        "standard-mil-start-only": make_pipeline(
+            RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", alpha=1e6, random_state=0)
+        ),
         # Rows mapped to Gaussian-kernel features (gamma = 1 / d on standardized rows).
         "kernel-rows": make_pipeline(RowStandardScaler(), RowWise(Nystroem(n_components=100, random_state=0)),
                                      DiagAttClassifier(random_state=0)),
@@ -107,6 +110,8 @@ LABELS = {
     "adam-readout": "DiagAttClassifier(alpha_value=0.0): Adam's unpenalized read-out, not refit",
     "20-epochs": "DiagAttClassifier(max_iter=20)",
     "start-only": "DiagAttClassifier(alpha=1e6): the scores held at the chosen start",
+    "standard-mil-start-only": 'DiagAttClassifier(assumption="standard-mil", alpha=1e6): the instance scores '
+                               "held at the chosen start",
     "kernel-rows": "RowWise(Nystroem(n_components=100)) rows, then DiagAttClassifier defaults",
 }
 #: The methods of the default run; the ablations are opt-in.

@@ -8,6 +8,7 @@ from sklearn.metrics import roc_auc_score
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
 from skdiagatt.datasets import make_mil_multi_concept, make_mil_presence, make_mil_threshold
+from skdiagatt.diagatt._mil_start import SHARPNESS_GRID, choose_mil_start, pool_scores
 from skdiagatt.kernels.mil import bag_logit, mil_forward, mil_loss
 
 MIL = dict(assumption="standard-mil", learning_rate=0.1, random_state=0)
@@ -79,14 +80,40 @@ FROZEN = {"S": np.eye(3, dtype=np.float32), "x_scale": np.float32(1.0),
 
 
 @pytest.mark.parametrize("R", [1, 3])
-def test_adding_an_instance_never_lowers_the_bag_logit(R):
+def test_presence_logit_runs_from_the_mean_to_the_maximum_of_the_scores(R):
+    from skdiagatt.kernels.diagatt import head_scores
+    from skdiagatt.kernels.mil import presence_logits
+
     rng = np.random.RandomState(R)
     params = _random_params(rng, R, 3)
     X = jnp.asarray(rng.randn(50, 6, 3), jnp.float32)
-    fewer = jnp.arange(6)[None, :] < 5
-    z_fewer, _ = mil_forward(params, FROZEN, X, jnp.broadcast_to(fewer, (50, 6)))
-    z_all, _ = mil_forward(params, FROZEN, X, jnp.ones((50, 6), bool))
-    assert np.all(np.asarray(z_all) >= np.asarray(z_fewer) - 1e-5)
+    where = jnp.broadcast_to(jnp.arange(6)[None, :] < 5, (50, 6))
+    psi = np.asarray(head_scores(params, FROZEN, X))[:, :, :5]
+    b = params["b"][None, :]
+    previous = None
+    for rho in (0.0, 0.5, 2.0, 50.0):
+        g, kappa = presence_logits(params, {**FROZEN, "sharpness": np.float32(rho)}, X, where)
+        g = np.asarray(g) - b
+        assert np.all(g >= psi.mean(-1) - 1e-4) and np.all(g <= psi.max(-1) + 1e-4)
+        assert np.allclose(np.asarray(kappa).sum(-1), 1.0, atol=1e-5) and np.all(np.asarray(kappa)[..., 5] == 0)
+        if rho == 0.0:
+            assert np.allclose(g, psi.mean(-1), atol=1e-4)
+        else:
+            assert np.all(g >= previous - 1e-4)  # sharper pooling, closer to the maximum
+        previous = g
+    assert np.allclose(g, psi.max(-1), atol=np.log(5) / 50 + 1e-4)
+
+
+def test_an_instance_above_every_other_raises_the_bag_logit():
+    params = _random_params(np.random.RandomState(0), 2, 3)
+    params["W"] = np.zeros_like(params["W"])
+    X = np.random.RandomState(1).randn(20, 6, 3).astype(np.float32)
+    X[:, 5] = 10.0 * np.sign(params["U"].sum(0))  # scores above the others for both heads
+    fewer = jnp.broadcast_to(jnp.arange(6)[None, :] < 5, (20, 6))
+    frozen = {**FROZEN, "sharpness": np.float32(3.0)}
+    z_fewer, _ = mil_forward(params, frozen, jnp.asarray(X), fewer)
+    z_all, _ = mil_forward(params, frozen, jnp.asarray(X), jnp.ones((20, 6), bool))
+    assert np.all(np.asarray(z_all) > np.asarray(z_fewer))
 
 
 def test_bag_logit_is_the_product_of_presence_probabilities_and_stays_finite():
@@ -146,16 +173,52 @@ def test_standard_mil_model_has_no_value_vectors_and_is_reproducible():
     assert np.all(np.isfinite(a.predict_proba(X)))
 
 
+@pytest.mark.parametrize("init", ["auto", "zeros"])
 @pytest.mark.parametrize("n_heads", [1, 2])
-def test_standard_mil_starts_at_the_share_of_positive_bags(n_heads):
-    # Scores near 0 and b = 0 would make every bag of many instances almost
-    # surely positive; the start sets P(y = 1) to the share of positives.
+def test_standard_mil_starts_at_the_share_of_positive_bags(n_heads, init):
+    # Either start predicts the share of positive bags on average: the
+    # offset of the cross-validated linear start is fitted with it, and from
+    # zero scores each head's offset is set to it.
     X, y, _ = make_mil_presence(60, random_state=2, **SMALL)
     y[:40] = 0
     clf = DiagAttClassifier(**{**MIL, "n_heads": n_heads, "learning_rate": 1e-9, "max_iter": 1,
-                               "calibration_iter": 0}).fit(X, y)
-    proba = clf.predict_proba(X)[:, 1]  # bags of 4 to 10 instances: log p_i varies
-    assert abs(proba.mean() - y.mean()) < 0.03 and proba.max() < 0.5
+                               "calibration_iter": 0, "init": init}).fit(X, y)
+    proba = clf.predict_proba(X)[:, 1]
+    assert abs(proba.mean() - y.mean()) < 0.03
+    if init == "zeros":
+        assert np.ptp(proba) < 0.05  # the small random draw that breaks the heads apart
+    else:
+        assert roc_auc_score(y, proba) > 0.75 and clf.sharpness_ in SHARPNESS_GRID
+
+
+def test_mil_start_pools_between_mean_and_maximum():
+    rng = np.random.RandomState(0)
+    s, starts = rng.randn(30), np.array([0, 4, 11, 20])
+    bags = np.split(s, starts[1:])
+    mean, weights = pool_scores(s, starts, 0.0)
+    assert np.allclose(mean, [b.mean() for b in bags]) and np.allclose(weights, np.repeat([1 / 4, 1 / 7, 1 / 9, 1 / 10], [4, 7, 9, 10]))
+    previous = mean
+    for rho in (1.0, 3.0, 10.0, 1000.0):
+        g, weights = pool_scores(s, starts, rho)
+        assert np.all(g >= previous - 1e-12) and np.allclose(np.add.reduceat(weights, starts), 1.0)
+        previous = g
+    assert np.allclose(g, [b.max() for b in bags], atol=np.log(10) / 1000)
+
+
+def test_mil_start_finds_the_concept_in_the_rows_own_units():
+    # The concept lies along feature 2; feature 0 is 1000 times larger and
+    # noise.  The scores act on the rows as given, so rescaling a feature
+    # rescales its coefficient and leaves the scores unchanged.
+    X, y, kinds = make_mil_presence(120, random_state=4, **SMALL)
+    rows, starts = np.concatenate(X), np.cumsum([0] + [len(x) for x in X[:-1]])
+    u, b, rho = choose_mil_start(rows, starts, y)
+    g = pool_scores(rows @ u, starts, rho)[0] + b
+    assert roc_auc_score(y, g) > 0.95 and rho in SHARPNESS_GRID
+    scaled = rows * np.array([1000.0, 1.0, 1.0, 1.0])
+    u2, b2, rho2 = choose_mil_start(scaled, starts, y)
+    assert rho2 == rho and np.allclose(scaled @ u2 + b2, rows @ u + b, atol=1e-4)
+    weighted = choose_mil_start(rows, starts, y, sample_weight=np.where(y == 1, 2.0, 1.0))
+    assert not np.allclose(weighted[1], b)  # the weights reach the offset
 
 
 def test_standard_mil_errors_name_what_does_not_apply():

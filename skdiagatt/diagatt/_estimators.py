@@ -186,7 +186,8 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         # Whitened rows have |z|^2 ~ d: W entries of precision lambda give scores
         # z^T W z / sqrt(d) of variance ~ d / lambda, so beyond _PRIOR_FEATURES
         # the weight grows with d to hold the scores as firmly (not under
-        # standard-mil: its start, zero scores, is the bag-size model).
+        # standard-mil: its start is linear scores, cross-validated in the
+        # rows' own coordinates).
         d = next(params[k] for k in ("W", "L") if k in params).shape[1]
         auto = _PRIOR_SAMPLES * (1.0 if getattr(self, "_mil", False) else max(1.0, d / _PRIOR_FEATURES)) / n
         alpha = auto if isinstance(self.alpha, str) else self.alpha
@@ -411,7 +412,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         the log-likelihood ratios of the rows' Gaussian mixture, one signal
         component per head.  "zeros": uniform attention.  "auto": of these and
         the rows large along the response's direction, the one of least
-        cross-validated error (``start_``); "zeros" under standard-mil.
+        cross-validated error (``start_``); under standard-mil the
+        cross-validated linear instance scores of its pooling (below).
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int or "auto", default="auto"
@@ -524,17 +526,20 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         "standard-mil" (two classes only): a bag is positive because of its
         instances; no instance is evidence of the negative class.  Each head
         scores the instances as above; its presence logit is ``g_r = b_r +
-        log sum_l exp(psi_rl)`` and ``P(y = classes_[1]) = prod_r
-        sigmoid(g_r)`` (:mod:`skdiagatt.kernels.mil`): adding an instance
-        never lowers it.  One head: the standard multiple-instance
-        assumption; R heads: a positive bag needs an instance of each of R
-        concepts (presence-based).  ``localize`` returns each head's
+        M_rho(psi_r)``, the smooth maximum ``M_rho(psi) = log(mean_l exp(rho
+        psi_l)) / rho``, and ``P(y = classes_[1]) = prod_r sigmoid(g_r)``
+        (:mod:`skdiagatt.kernels.mil`).  One head: the standard
+        multiple-instance assumption; R heads: a positive bag needs an
+        instance of each of R concepts (presence-based).  The fit starts
+        from linear instance scores and a sharpness ``rho`` in {1, 3, 10}
+        chosen together by cross-validation
+        (:mod:`skdiagatt.diagatt._mil_start`); ``rho`` is then fixed
+        (``sharpness_``).  ``localize`` returns each head's
         highest-scoring instance, the one its evidence comes from.
         ``params_`` has no ``V``; ``b`` and ``intercept_`` hold the heads'
         offsets ``b_r``.  Both training phases minimize the bags' log-loss
         (the calibration phase fits the inverse temperatures and ``b``);
-        the scores must grow to several units, so ``learning_rate="auto"``
-        is 0.1 in this mode.  ``value_refit``,
+        ``learning_rate="auto"`` is 0.1 in this mode.  ``value_refit``,
         ``exclusive_heads`` and ``row_contributions`` do not apply.  See
         ``docs/results/mil_assumptions.md``.
 
@@ -547,6 +552,9 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, feature_names_in_, n_iter_, \
 loss_curve_, loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
+    sharpness_ : float
+        Only under ``assumption="standard-mil"``: the pooling's sharpness
+        ``rho`` chosen at the start of the fit.
 
     Examples
     --------

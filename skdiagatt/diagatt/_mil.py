@@ -11,9 +11,12 @@ errors for what the mode does not define.
 
 import jax
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..kernels.mil import mil_logit, mil_loss
+from ._mil_start import choose_mil_start
+from ._starts import at_most
 
 __all__ = ["AssumptionMixin", "with_mil_rules"]
 
@@ -102,20 +105,59 @@ class AssumptionMixin:
             params["W"] = V[:, :, None] * np.eye(d, dtype=np.float32)
         return params
 
+    def _data_constants(self, train):
+        constants = super()._data_constants(train)
+        if not self._mil:
+            return constants
+        # The pooling's sharpness is chosen with the start's instance scores
+        # and fixed for the fit: it joins the constants (``sharpness_``).
+        # Its own generator: the draws of the shared one stay those of the
+        # other parts of the fit.
+        rng = check_random_state(self.random_state)
+        samples, Y, w = at_most(train.samples, np.asarray(train.Y, np.float64)[:, 0], train.weights, rng)
+        starts = np.cumsum([0] + [len(x) for x in samples[:-1]])
+        u, b, rho = choose_mil_start(np.concatenate(samples).astype(np.float64), starts, Y, w, random_state=rng)
+        self._mil_start = u, b
+        return {**constants, "sharpness": np.float32(rho)}
+
     def _start(self, params, train, c, S, rng):
         params = super()._start(params, train, c, S, rng)
         if not self._mil:
             return params
-        # The scores start near 0, so head r's presence logit starts at
-        # b_r + log p_i; b_r is set where every bag's P(y = 1) is the share of
-        # positive bags: each head's sigmoid(g_r) its R-th root.  From b = 0
-        # every bag of many instances would start almost surely positive.
-        w = np.ones(len(train.samples)) if train.weights is None else np.asarray(train.weights, np.float64)
-        share = np.clip(w @ np.asarray(train.Y, np.float64)[:, 0] / w.sum(), 1e-3, 1 - 1e-3)
-        head = share ** (1.0 / len(params["b"]))
-        log_p = w @ np.log([len(x) for x in train.samples]) / w.sum()
-        params["b"] = np.full_like(params["b"], np.log(head / (1 - head)) - log_p)
+        u, b = self.__dict__.pop("_mil_start")
+        if self.init == "zeros" or "U" not in params:
+            # (score_form="quadratic" has no linear scores to start from.)
+            # Zero scores pool to 0: b_r is set where every bag's P(y = 1) is
+            # the share of positive bags, each head's sigmoid(b_r) its R-th root.
+            w = np.ones(len(train.samples)) if train.weights is None else np.asarray(train.weights, np.float64)
+            share = np.clip(w @ np.asarray(train.Y, np.float64)[:, 0] / w.sum(), 1e-3, 1 - 1e-3)
+            head = share ** (1.0 / len(params["b"]))
+            params["b"] = np.full_like(params["b"], np.log(head / (1 - head)))
+            return params
+        # Head 0 starts at the chosen instance scores psi = u^T x: with
+        # psi = s c (U S) x and s = 1 / tau at log_scale = 0, U = tau S^{-1} u / c.
+        # The other heads start almost certain (b = 5): a bag's probability
+        # is head 0's until they find a concept of their own.
+        tau = self._temperature(S.shape[0])
+        params["U"][0] = tau / float(c) * np.linalg.solve(np.asarray(S, np.float64), u)
+        params["b"] = np.full_like(params["b"], 5.0)
+        params["b"][0] = b
         return params
+
+    def _frozen(self, constants, d):
+        frozen = super()._frozen(constants, d)
+        if self._mil:
+            frozen["sharpness"] = constants["sharpness"]
+        return frozen
+
+    def _store_constants(self, constants):
+        super()._store_constants(constants)
+        if self._mil:
+            self.sharpness_ = float(constants["sharpness"])
+
+    def _fitted_constants(self):
+        constants = super()._fitted_constants()
+        return {**constants, "sharpness": np.float32(self.sharpness_)} if self._mil else constants
 
     def _binary_only(self, encoded):
         if self._mil and encoded[2] != "bernoulli":

@@ -2,31 +2,34 @@
 
 Each head r scores every instance (row) of a bag with the DiagAtt score
 ``psi_rl = s_r (x_l^T W_r x_l + u_r^T x_l)`` (:func:`~skdiagatt.kernels.diagatt.head_scores`).
-Its *presence* logit is a smooth maximum of those scores,
+Its *presence* logit pools those scores by the smooth maximum of sharpness
+``rho = frozen["sharpness"]``,
 
-    ``g_r = b_r + log sum_l exp(psi_rl)``,
+    ``g_r = b_r + M_rho(psi_r)``,  ``M_rho(psi) = (1 / rho) log( (1 / L) sum_l exp(rho psi_l) )``,
 
-``sigmoid(g_r)`` the probability that the bag holds an instance of head r's
-concept, and the bag is positive when it holds one of every concept:
-``P(y = 1) = prod_r sigmoid(g_r)``.  Adding an instance to a bag can only
-raise every ``g_r``, hence ``P(y = 1)``: no instance is evidence of the
-negative class.  With one head this is the standard multiple-instance
-assumption (the logit is ``g_1``); with R heads the presence-based one (a
-positive bag needs an instance of each of R concepts).  A sum of the heads'
-``g_r`` would not do: one very typical instance of a concept would then
-stand in for a missing other.
+``sigmoid(g_r)`` the probability that the bag holds head r's concept, and
+the bag is positive when it holds every concept:
+``P(y = 1) = prod_r sigmoid(g_r)``.  ``M_rho`` runs from the mean of the
+scores (``rho = 0``: every instance counts, the collective assumption of
+multiple-instance learning) to their maximum (``rho -> infinity``: one
+instance decides, the standard assumption; Foulds & Frank, Knowledge
+Engineering Review 25, 2010); at any ``rho`` it lies between the two and
+grows with every score.  With R heads a positive bag needs evidence of each
+of R concepts (the presence-based assumption).  A sum of the heads' ``g_r``
+would not do: one very typical instance of a concept would then stand in for
+a missing other.
 
-The attention weights ``kappa_r = softmax(psi_r)`` are the gradient of
-``g_r`` in the scores: the instances head r's evidence comes from.  Since
-``log sum exp psi = sum_l kappa_l psi_l + H(kappa)``, ``g_r`` is the
-attention-pooled instance score plus the attention's entropy.
+The attention weights ``kappa_r = softmax(rho psi_r)`` are the gradient of
+``g_r`` in the scores: the instances head r's evidence comes from (uniform at
+``rho = 0``).
 
 Parameters (a dict pytree): those of :mod:`skdiagatt.kernels.diagatt`
 without the value vectors ``V`` and ``log_sigma``: ``W`` (R, d, d) or ``L``
 (and ``M``) (R, d, q), optional ``U`` (R, d), ``log_scale`` (R,), and the
-heads' offsets ``b`` (R,).  ``frozen`` as there.  Data: ``X`` (B, L, d)
-padded bags with ``where`` (B, L), or packed blocks
-(:mod:`skdiagatt.kernels.rows`); labels ``y`` (B, 1) in {0, 1}.
+heads' offsets ``b`` (R,).  ``frozen`` as there, plus ``sharpness`` (scalar,
+``rho >= 0``; 1 when absent).  Data: ``X`` (B, L, d) padded bags with
+``where`` (B, L), or packed blocks (:mod:`skdiagatt.kernels.rows`); labels
+``y`` (B, 1) in {0, 1}.
 """
 
 import jax
@@ -34,13 +37,13 @@ import jax.numpy as jnp
 
 from .diagatt import head_scores, penalty
 from .losses import bernoulli_loglik
-from .rows import row_logsumexp, row_softmax
+from .rows import row_logsumexp, row_softmax, row_total
 
 __all__ = ["presence_logits", "bag_logit", "mil_forward", "mil_logit", "mil_loss"]
 
 
 def presence_logits(params, frozen, X, where):
-    """Each head's presence logit ``g_r = b_r + logsumexp_l psi_rl`` and the attention weights.
+    """Each head's presence logit ``g_r = b_r + M_rho(psi_r)`` and the attention weights.
 
     Parameters
     ----------
@@ -53,13 +56,13 @@ def presence_logits(params, frozen, X, where):
     -------
     g : array, shape (B, R)
     kappa : array, shape (B, R, L)
-        ``softmax(psi_r)`` over each bag's real instances.
+        ``softmax(rho psi_r)`` over each bag's real instances.
 
     Examples
     --------
     One head scoring ``u^T x`` with ``u = (1, 0)``: ``g`` is ``b`` plus the
-    log-sum-exp of the instances' first coordinates, and adding an instance
-    never lowers it.
+    smooth maximum of the instances' first coordinates, between their mean
+    and their maximum, and the mean itself at ``rho = 0``.
 
     >>> import jax.numpy as jnp
     >>> import numpy as np
@@ -70,13 +73,22 @@ def presence_logits(params, frozen, X, where):
     >>> X = jnp.array([[[2.0, 5.0], [0.0, -5.0], [-9.0, 0.0]]] * 2)
     >>> where = jnp.array([[True, True, False], [True, True, True]])
     >>> g, kappa = presence_logits(params, frozen, X, where)
-    >>> bool(np.isclose(g[0, 0], -1.0 + np.log(np.exp(2.0) + 1.0), rtol=1e-5))
+    >>> bool(np.isclose(g[0, 0], -1.0 + np.log((np.exp(2.0) + 1.0) / 2), rtol=1e-5))
     True
-    >>> bool(g[1, 0] >= g[0, 0]), kappa.shape
-    (True, (2, 1, 3))
+    >>> g0, kappa0 = presence_logits(params, {**frozen, "sharpness": 0.0}, X, where)
+    >>> np.allclose(g0[:, 0], [-1.0 + 1.0, -1.0 - 7.0 / 3]), np.allclose(kappa0[1, 0], 1 / 3)
+    (True, True)
     """
     psi = head_scores(params, frozen, X)
-    return params["b"] + row_logsumexp(psi, where), row_softmax(psi, where)
+    rho = jnp.asarray(frozen.get("sharpness", 1.0), psi.dtype)
+    # Both branches are computed and one is kept, so the other must stay
+    # finite: rho = 0 divides by a stand-in 1.
+    safe = jnp.where(rho > 0, rho, 1.0)
+    log_count = row_logsumexp(jnp.zeros_like(psi), where)
+    smooth = (row_logsumexp(safe * psi, where) - log_count) / safe
+    kappa = row_softmax(rho * psi, where)
+    mean = row_total(jnp.sum(kappa * psi, axis=-1), where)  # kappa is uniform at rho = 0
+    return params["b"] + jnp.where(rho > 0, smooth, mean), kappa
 
 
 def bag_logit(g):
@@ -150,10 +162,10 @@ def mil_logit(params, frozen, X, where):
     >>> import numpy as np
     >>> from skdiagatt.kernels.mil import mil_logit
     >>> params = {"W": np.zeros((1, 2, 2), np.float32), "U": np.zeros((1, 2), np.float32),
-    ...           "b": np.zeros(1, np.float32), "log_scale": np.zeros(1, np.float32)}
+    ...           "b": np.full(1, 0.5, np.float32), "log_scale": np.zeros(1, np.float32)}
     >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(1.0), "inv_tau": np.float32(1.0)}
     >>> z = mil_logit(params, frozen, jnp.ones((1, 4, 2)), jnp.ones((1, 4), bool))
-    >>> bool(np.isclose(z[0, 0], np.log(4.0)))                 # four instances scoring 0
+    >>> bool(np.isclose(z[0, 0], 0.5))                         # four instances scoring 0: the offset
     True
     """
     return mil_forward(params, frozen, X, where)[0]
@@ -185,7 +197,7 @@ def mil_loss(params, frozen, batch, config):
     >>> import numpy as np
     >>> from skdiagatt.kernels.mil import mil_loss
     >>> params = {"W": np.zeros((1, 2, 2), np.float32), "U": np.zeros((1, 2), np.float32),
-    ...           "b": np.array([-np.log(2.0)], np.float32), "log_scale": np.zeros(1, np.float32)}
+    ...           "b": np.zeros(1, np.float32), "log_scale": np.zeros(1, np.float32)}
     >>> frozen = {"S": np.eye(2, dtype=np.float32), "x_scale": np.float32(1.0),
     ...           "inv_tau": np.float32(1.0), "alpha": np.float32(0.0)}
     >>> batch = {"X": jnp.ones((2, 2, 2)), "where": jnp.ones((2, 2), bool),
