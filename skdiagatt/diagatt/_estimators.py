@@ -186,8 +186,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         # Whitened rows have |z|^2 ~ d: W entries of precision lambda give scores
         # z^T W z / sqrt(d) of variance ~ d / lambda, so beyond _PRIOR_FEATURES
         # the weight grows with d to hold the scores as firmly (not under
-        # standard-mil: its start is linear scores, cross-validated in the
-        # rows' own coordinates).
+        # standard-mil, whose linear start is cross-validated unwhitened).
         d = next(params[k] for k in ("W", "L") if k in params).shape[1]
         auto = _PRIOR_SAMPLES * (1.0 if getattr(self, "_mil", False) else max(1.0, d / _PRIOR_FEATURES)) / n
         alpha = auto if isinstance(self.alpha, str) else self.alpha
@@ -412,8 +411,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         the log-likelihood ratios of the rows' Gaussian mixture, one signal
         component per head.  "zeros": uniform attention.  "auto": of these and
         the rows large along the response's direction, the one of least
-        cross-validated error (``start_``); under standard-mil the
-        cross-validated linear instance scores of its pooling (below).
+        cross-validated error (``start_``); standard-mil: see ``assumption``.
     calibration_iter : int, default=5
         Epochs of the calibration phase (0 skips it).
     max_iter : int or "auto", default="auto"
@@ -528,18 +526,13 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         scores the instances as above; its presence logit is ``g_r = b_r +
         M_rho(psi_r)``, the smooth maximum ``M_rho(psi) = log(mean_l exp(rho
         psi_l)) / rho``, and ``P(y = classes_[1]) = prod_r sigmoid(g_r)``
-        (:mod:`skdiagatt.kernels.mil`).  One head: the standard
-        multiple-instance assumption; R heads: a positive bag needs an
-        instance of each of R concepts (presence-based).  The fit starts
-        from linear instance scores and a sharpness ``rho`` in {1, 3, 10}
-        chosen together by cross-validation
-        (:mod:`skdiagatt.diagatt._mil_start`); ``rho`` is then fixed
-        (``sharpness_``).  ``localize`` returns each head's
-        highest-scoring instance, the one its evidence comes from.
+        (:mod:`skdiagatt.kernels.mil`).  One head: the standard assumption;
+        R heads: a positive bag needs an instance of each of R concepts.
+        The fit starts from linear instance scores and a sharpness ``rho``
+        in {1, 3, 10} cross-validated together (``sharpness_``).
+        ``localize`` returns each head's highest-scoring instance.
         ``params_`` has no ``V``; ``b`` and ``intercept_`` hold the heads'
-        offsets ``b_r``.  Both training phases minimize the bags' log-loss
-        (the calibration phase fits the inverse temperatures and ``b``);
-        ``learning_rate="auto"`` is 0.1 in this mode.  ``value_refit``,
+        offsets ``b_r``; ``learning_rate="auto"`` is 0.1.  ``value_refit``,
         ``exclusive_heads`` and ``row_contributions`` do not apply.  See
         ``docs/results/mil_assumptions.md``.
 
@@ -553,8 +546,7 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
 loss_curve_, loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
     sharpness_ : float
-        Only under ``assumption="standard-mil"``: the pooling's sharpness
-        ``rho`` chosen at the start of the fit.
+        Under ``assumption="standard-mil"``: the pooling's chosen ``rho``.
 
     Examples
     --------
