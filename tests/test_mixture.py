@@ -12,7 +12,7 @@ from skdiagatt.datasets import (
     make_individualized_regression,
     make_structured_regression,
 )
-from skdiagatt.diagatt._mixture import signal_mixture
+from skdiagatt.diagatt._mixture import row_scores, rows_mixture, signal_mixture, stacked_rows, supervised_mixture
 from skdiagatt.metrics import crlr, rmse
 
 FAST = dict(max_iter=4, calibration_iter=2, random_state=0)
@@ -273,3 +273,35 @@ def test_the_mixture_start_stays_unless_another_is_better_beyond_one_standard_er
     assert _one_standard_error(far, w, ["mixture x1"]) == "response x3"
     broken = {"mixture x1": np.full(200, np.inf), "uniform": base}
     assert _one_standard_error(broken, w, ["mixture x1"]) == "uniform"
+
+
+def _weak_location(n=2000):
+    """A location signal too weak for the rows alone: its mixture finds a quarter of the rows, Bayes a half."""
+    return make_structured_regression(n, "location", n_rows=20, n_features=30, shift=2.0, random_state=0)
+
+
+def test_targets_lift_the_mixture_to_bayes_where_the_rows_alone_do_not():
+    X, y, rows, truth = _weak_location()
+    tr, te = slice(0, 1000), slice(1000, None)
+    c, S = preconditioner(X[tr], True)
+    Z, starts = stacked_rows(list(X[tr]), c, S)
+    Y = ((y[tr] - y[tr].mean()) / y[tr].std())[:, None]
+    rows_only = rows_mixture(Z, starts, np.ones(1000))
+    with_targets = supervised_mixture(Z, starts, np.ones(1000), Y, rows_only)
+    Zt, st = stacked_rows(list(X[te]), c, S)
+
+    def found(mixture):
+        s = row_scores(Zt, *mixture)[:, 0]
+        return np.array([np.argmax(s[b:b + 20]) for b in st])[:, None]
+
+    bayes = crlr(rows[te], bayes_localize(X[te], truth))
+    assert crlr(rows[te], found(rows_only)) < bayes - 0.2
+    assert crlr(rows[te], found(with_targets)) >= bayes - 0.03
+
+
+def test_supervised_start_is_chosen_only_when_the_rows_leave_the_signal_uncertain():
+    X, y, rows, _ = _weak_location()
+    est = DiagAttRegressor(**FAST).fit(X[:1000], y[:1000])
+    assert est.start_.startswith("supervised mixture")
+    sharp, ys, _, _ = make_structured_regression(300, "location", n_rows=20, n_features=30, random_state=0)
+    assert DiagAttRegressor(**FAST).fit(sharp, ys).start_.startswith("mixture")

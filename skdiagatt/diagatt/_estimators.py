@@ -483,7 +483,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Validation objective per epoch when ``early_stopping``.
     start_ : str
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
-        "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"response x3"``...).
+        "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"supervised mixture x1"``...).
     kernel_ : str
         The rows the model sees, "linear" or "rbf" (what ``kernel="auto"`` chose).
     row_map_ : sklearn.pipeline.Pipeline or None

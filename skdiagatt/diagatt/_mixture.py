@@ -34,7 +34,9 @@ import itertools
 
 import numpy as np
 
-__all__ = ["MAX_SAMPLES", "signal_mixture", "rows_mixture"]
+from ._evidence import evidence_ridge
+
+__all__ = ["MAX_SAMPLES", "signal_mixture", "rows_mixture", "supervised_mixture"]
 
 #: Samples the mixture is fitted on at most (drawn at random from more).
 MAX_SAMPLES = 1024
@@ -330,11 +332,14 @@ def _clustered_outliers(Z, starts, distance, k, rng):
     return np.where(total > 0, r / np.maximum(total, 1e-300), 1.0 / np.repeat(counts, counts)[:, None])
 
 
-def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
+def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3, evidence=None):
     """EM from the responsibilities ``r`` (N, K) until they move by less than ``tol``; ``omega``: row weights.
 
-    Returns the responsibilities, the rows' scores (N, K) that gave them and
-    the scores' coefficients ``(A, a)``.
+    ``evidence``: None, or a function of the responsibilities giving each
+    row's further log-likelihood (N, 1) (:func:`_response_evidence`), added
+    to the scores in the E-step.  Returns the responsibilities, the rows'
+    scores (N, K) that gave them (without ``evidence``) and the scores'
+    coefficients ``(A, a)``.
     """
     for _ in range(n_iter):
         parts, signal = _component_moments(Z, r, omega)
@@ -347,7 +352,56 @@ def _em(Z, starts, moments, omega, r, affine, n_iter, tol=1e-3):
             m, C = _gaussian(count, first, second)
             components.append((m if affine else m0, _precision(_oas(C, count**2 / square, root))))
         scores, A, a = _scores(Z, P0, m0, components)
-        r, previous = _responsibilities(scores, starts), r
+        extra = 0.0 if evidence is None else evidence(r)
+        r, previous = _responsibilities(scores + extra, starts), r
         if np.max(np.abs(r - previous)) < tol:
             break
     return r, scores, A, a
+
+
+def supervised_mixture(Z, starts, weights, Y, mixture, *, affine=True, n_iter=20):
+    """One signal component fitted to the rows and the targets: ``(A, a)`` of shapes (1, d, d), (1, d).
+
+    The model the read-out assumes, ``y_i = b + z_ij^T beta + eps`` for the
+    signal row j of sample i, makes the targets evidence of which row that
+    is: the E-step of :func:`rows_mixture` adds each row's log-likelihood of
+    its sample's target (:func:`_response_evidence`).  The scores stay the
+    log-likelihood ratio of the rows alone (a new sample has no target), but
+    the signal's moments come from sharper responsibilities where the rows'
+    distributions overlap.  EM starts from the responsibilities of
+    ``mixture`` (one component), which come back if the fit degenerates.
+    """
+    counts = np.diff(np.append(starts, len(Z)))
+    weights = np.asarray(weights, float)
+    omega = np.repeat(weights, counts)
+    moments = _moments(Z, np.ones(len(Z)), omega)[:3]
+    evidence = _response_evidence(Z, starts, np.asarray(Y, np.float64), weights)
+    with np.errstate(all="ignore"):
+        r = segment_softmax(row_scores(Z, *mixture), starts)
+        try:
+            _, _, A, a = _em(Z, starts, moments, omega, r, affine, n_iter, evidence=evidence)
+        except np.linalg.LinAlgError:
+            return mixture
+    if not (np.isfinite(A).all() and np.isfinite(a).all()):
+        return mixture
+    return A, a if affine else np.zeros_like(a)
+
+
+def _response_evidence(Z, starts, Y, weights):
+    """A function of the responsibilities ``r`` (N, 1): each row's log-likelihood of its target (N, 1).
+
+    The read-out ``beta`` is the evidence ridge (:mod:`~skdiagatt.diagatt._evidence`)
+    of the targets ``Y`` (n, t) on the rows pooled by ``r``, the noise
+    variance ``sigma_t^2`` of each target that ridge's weighted residual; row
+    j of sample i then has ``-1/2 sum_t (y_it - b_t - z_ij^T beta_t)^2 / sigma_t^2``.
+    """
+    rows = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(Z))))
+
+    def evidence(r):
+        H = np.add.reduceat(Z * r[:, :1], starts, axis=0)  # (n, d)
+        coef, intercept, _ = evidence_ridge(H, Y, weights)
+        sigma2 = np.maximum(weights @ (Y - H @ coef - intercept) ** 2 / weights.sum(), 1e-12)
+        residual = Y[rows] - Z @ coef - intercept  # (N, t)
+        return -0.5 * np.sum(residual**2 / sigma2, axis=1, keepdims=True)
+
+    return evidence

@@ -105,12 +105,14 @@ def _linear_errors(samples, Y, w, folds, rng):
 
     A signal that attention can single out among the rows as given shows in
     the mixture and response candidates, which mean-pooled kernel rows must
-    then beat.  The rows are whitened as the model would whiten them.
+    then beat (the costlier supervised mixture is left out: it refines the
+    mixture's scores, not what the rows can show).  The rows are whitened as
+    the model would whiten them.
     """
     c, S = preconditioner(samples, True, w)
     Z, starts = stacked_rows(samples, c, S)
     mixture = rows_mixture(Z, starts, w, 1, affine=True, random_state=rng)
-    return candidate_errors(Z, starts, Y, mixture, w, folds)[0]
+    return candidate_errors(Z, starts, Y, mixture, w, folds, supervised=False)[0]
 
 
 class RowKernelMixin:

@@ -2,13 +2,20 @@
 
 A start is a score function ``s(z) = z^T A z + a^T z`` per head on the
 whitened rows ``z = c S x``; the attention it gives pools each sample's rows
-into ``H_i = sum_j softmax_j(s(z_ij)) z_ij``.  Three kinds of start are
+into ``H_i = sum_j softmax_j(s(z_ij)) z_ij``.  Four kinds of start are
 candidates:
 
 - *uniform* (``A = 0, a = 0``): mean pooling, the start that assumes nothing;
 - *mixture*: the log-likelihood ratios of the rows' Gaussian mixture
   (:mod:`skdiagatt.diagatt._mixture`), at full and at half strength; right when the
   signal rows differ in distribution from the others;
+- *supervised mixture*: the same mixture with the targets as further
+  evidence of which row is the signal's (its E-step weighs each row by how
+  well the read-out predicts its sample's target from it), at full and half
+  strength; a candidate only with one head and where the rows' own posterior
+  expects to find fewer than ``_CERTAIN`` of the signal rows, as happens
+  when the signal and background distributions overlap; like the others,
+  it must beat the plain mixture beyond one standard error;
 - *response*: rows whose projection on the response's direction is large,
   ``s(z) = gamma / 2 * sum_t ((z - m)^T beta_t)^2 / v_t``, with ``beta`` the
   ridge coefficients of the targets on the mean-pooled rows and ``v_t`` the
@@ -20,24 +27,28 @@ The mixture can single out rows that are unusual but irrelevant to the
 response, and the response's direction can be noise, so the targets decide:
 each candidate's pooled rows feed a ridge read-out whose penalty maximizes the
 evidence (:mod:`skdiagatt.diagatt._evidence`), and the candidate of least
-cross-validated squared error is the start (the response direction estimated
-without the held-out fold) -- unless a mixture candidate is within one
-standard error of it: the mixture is the model the estimator assumes, and
-with few samples the folds' noise alone can favour another candidate.  Everything is NumPy on at most the samples the
-mixture is fitted on.
+cross-validated squared error is the start (the response direction and the
+supervised mixture estimated without the held-out fold) -- unless a mixture
+candidate is within one standard error of it: the mixture is the model the
+estimator assumes, and with few samples the folds' noise alone can favour
+another candidate.  Everything is NumPy on at most the samples the mixture
+is fitted on.
 """
 
 import numpy as np
 from scipy.sparse import csr_matrix
 
 from ._evidence import evidence_ridge
-from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows
+from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows, supervised_mixture
 
 __all__ = ["at_most", "candidate_errors", "choose_start", "data_start", "scores_into_params"]
 
 _FOLDS = 3
 _MIXTURE_STRENGTHS = (1.0, 0.5)
 _RESPONSE_STRENGTHS = (1.0, 3.0)
+# Below this expected share of signal rows found by the rows' own posterior,
+# the targets help the mixture (supervised candidates).
+_CERTAIN = 0.95
 
 
 def _weighted_sums(weights, starts, Z):
@@ -160,17 +171,21 @@ def choose_start(Z, starts, Y, mixture, *, affine=True, sample_weight=None, rand
         return np.zeros((R, d, d)), np.zeros((R, d)), name
     if name.startswith("mixture"):
         return mixture[0] * g, mixture[1] * g, name
+    if name.startswith("supervised"):
+        A, a = supervised_mixture(Z, starts, w, Y, mixture, affine=affine)
+        return A * g, a * g, name
     unit, _ = _response(H0, Y, w, Z, omega, m, g)
     return (*_response_coefficients(unit, m, g, R, affine), name)
 
 
-def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True):
+def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True, supervised=True):
     """Every candidate start's held-out errors on the whitened rows ``Z``: ``(errors, strengths, pooling)``.
 
     ``errors``: ``{name: per-sample errors}`` (:func:`_cv_errors` over
     ``folds``), ``strengths``: ``{name: g}``; ``pooling``: the mean-pooled
     rows ``H0`` (n, d), the rows' weights (N,) and their centre (d,).  The
-    response's direction is estimated on the training folds only.
+    response's direction and the supervised mixture are estimated on the
+    training folds only; ``supervised=False`` leaves the latter out.
     """
     counts = np.diff(np.append(starts, len(Z)))
     omega = np.repeat(w, counts)
@@ -193,7 +208,36 @@ def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True):
 
         name = f"response x{g:g}"
         errors[name], strengths[name] = _cv_errors(pooled, Y, w, folds), g
+    if supervised and mixture[0].shape[0] == 1 and _certainty(mixture_scores, starts, w) < _CERTAIN:
+        fitted = _supervised_folds(Z, starts, Y, w, mixture, folds, affine)
+        for g in _MIXTURE_STRENGTHS:
+            def pooled(train, g=g):
+                with np.errstate(all="ignore"):
+                    H = _pool(Z, starts, g * row_scores(Z, *fitted[folds[np.argmin(train)]]))
+                return H[train], H[~train]
+
+            name = f"supervised mixture x{g:g}"
+            errors[name], strengths[name] = _cv_errors(pooled, Y, w, folds), g
     return errors, strengths, (H0, omega, m)
+
+
+def _certainty(scores, starts, w):
+    """The share of signal rows the posterior ``softmax(scores)`` (N, 1) expects to find: mean of its maxima."""
+    with np.errstate(all="ignore"):
+        top = np.maximum.reduceat(segment_softmax(scores, starts)[:, 0], starts)
+    return w @ top / w.sum() if np.isfinite(top).all() else 1.0
+
+
+def _supervised_folds(Z, starts, Y, w, mixture, folds, affine):
+    """:func:`~skdiagatt.diagatt._mixture.supervised_mixture` fitted without each fold: ``{fold: (A, a)}``."""
+    counts = np.diff(np.append(starts, len(Z)))
+    fitted = {}
+    for k in range(folds.max() + 1):
+        train = folds != k
+        sub_starts = np.append(0, np.cumsum(counts[train])[:-1])
+        fitted[k] = supervised_mixture(Z[np.repeat(train, counts)], sub_starts, w[train], Y[train], mixture,
+                                       affine=affine)
+    return fitted
 
 
 def data_start(samples, Y, c, S, n_heads, *, affine, choose, sample_weight=None, random_state):
