@@ -212,8 +212,9 @@ def candidate_errors(Z, starts, Y, mixture, w, folds, *, affine=True, supervised
         fitted = _supervised_folds(Z, starts, Y, w, mixture, folds, affine)
         for g in _MIXTURE_STRENGTHS:
             def pooled(train, g=g):
+                held_out = folds[np.argmin(train)]  # the fold of the first sample not in train
                 with np.errstate(all="ignore"):
-                    H = _pool(Z, starts, g * row_scores(Z, *fitted[folds[np.argmin(train)]]))
+                    H = _pool(Z, starts, g * row_scores(Z, *fitted[held_out]))
                 return H[train], H[~train]
 
             name = f"supervised mixture x{g:g}"
