@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..kernels.mil import mil_logit, mil_loss
-from ._mil_start import choose_mil_start
+from ._mil_start import choose_mil_start, positive_share
 from ._starts import at_most
 
 __all__ = ["AssumptionMixin", "with_mil_rules"]
@@ -130,8 +130,7 @@ class AssumptionMixin:
             # Zero scores pool to 0: b_r is set where every bag's P(y = 1) is
             # the share of positive bags, each head's sigmoid(b_r) its R-th root.
             w = np.ones(len(train.samples)) if train.weights is None else np.asarray(train.weights, np.float64)
-            share = np.clip(w @ np.asarray(train.Y, np.float64)[:, 0] / w.sum(), 1e-3, 1 - 1e-3)
-            head = share ** (1.0 / len(params["b"]))
+            head = positive_share(np.asarray(train.Y, np.float64)[:, 0], w) ** (1.0 / len(params["b"]))
             params["b"] = np.full_like(params["b"], np.log(head / (1 - head)))
             return params
         # Head 0 starts at the chosen instance scores psi = u^T x: with

@@ -33,7 +33,9 @@ from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from threadpoolctl import threadpool_limits
 
-__all__ = ["SHARPNESS_GRID", "choose_mil_start", "pool_scores"]
+from ._mixture import subset_rows
+
+__all__ = ["SHARPNESS_GRID", "choose_mil_start", "pool_scores", "positive_share"]
 
 #: The sharpness values ``rho`` compared, ever closer to the maximum.
 SHARPNESS_GRID = (1.0, 3.0, 10.0)
@@ -70,10 +72,16 @@ def pool_scores(s, starts, rho):
     return (top + np.log(total / counts)) / rho, e / np.repeat(total, counts)
 
 
+def positive_share(y, w):
+    """The weighted share of positive bags, kept within [0.001, 0.999] so that its log-odds are finite."""
+    return np.clip(w @ y / w.sum(), 1e-3, 1 - 1e-3)
+
+
 def _fit(Z, starts, y, w, rho, lam, theta):
     """``(u, b)`` as one vector (d + 1,): the penalized logistic fit at ``(rho, lam)`` from ``theta``."""
     d = Z.shape[1]
     W = w.sum()
+    counts = np.diff(np.append(starts, len(Z)))
 
     def objective(theta):
         u, b = theta[:d], theta[d]
@@ -81,7 +89,6 @@ def _fit(Z, starts, y, w, rho, lam, theta):
         z = g + b
         loss = -w @ (y * log_expit(z) + (1 - y) * log_expit(-z)) / W + 0.5 * lam * u @ u
         r = w * (expit(z) - y) / W  # d loss / d z, (n,)
-        counts = np.diff(np.append(starts, len(Z)))
         grad_u = Z.T @ (np.repeat(r, counts) * weights) + lam * u
         return loss, np.append(grad_u, r.sum())
 
@@ -92,14 +99,6 @@ def _deviance(theta, Z, starts, y, w, rho):
     """Weighted held-out deviance of ``theta``, per bag (n,)."""
     z = pool_scores(Z @ theta[:-1], starts, rho)[0] + theta[-1]
     return -w * (y * log_expit(z) + (1 - y) * log_expit(-z))
-
-
-def _subset(Z, starts, keep):
-    """The rows of the bags ``keep`` (bool, n) and their first rows."""
-    counts = np.diff(np.append(starts, len(Z)))
-    rows = np.repeat(keep, counts)
-    sub = counts[keep]
-    return Z[rows], np.concatenate([[0], np.cumsum(sub)[:-1]])
 
 
 def _path(Z, starts, y, w, rho, theta, stop=None):
@@ -118,8 +117,8 @@ def _cross_validated(Z, starts, y, w, theta0, grid, rng):
     loss = dict.fromkeys([(rho, k) for rho in grid for k in range(len(_PENALTIES))], 0.0)
     for f in range(_FOLDS):
         test = folds == f
-        Z_tr, s_tr = _subset(Z, starts, ~test)
-        Z_te, s_te = _subset(Z, starts, test)
+        Z_tr, s_tr = subset_rows(Z, starts, ~test)
+        Z_te, s_te = subset_rows(Z, starts, test)
         for rho in grid:
             for k, theta in enumerate(_path(Z_tr, s_tr, y[~test], w[~test], rho, theta0)):
                 loss[rho, k] += _deviance(theta, Z_te, s_te, y[test], w[test], rho).sum()
@@ -174,7 +173,7 @@ def choose_mil_start(X, starts, y, sample_weight=None, random_state=None, sharpn
     mean, scale = X.mean(axis=0), X.std(axis=0)
     scale[scale == 0] = 1.0  # a constant feature stays 0 and gets no weight
     Z = (X - mean) / scale
-    share = np.clip(w @ y / w.sum(), 1e-3, 1 - 1e-3)
+    share = positive_share(y, w)
     theta0 = np.append(np.zeros(Z.shape[1]), np.log(share / (1 - share)))
     grid = SHARPNESS_GRID if sharpness == "auto" else (float(sharpness),)
     with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):

@@ -36,7 +36,7 @@ import numpy as np
 
 from ._evidence import evidence_ridge
 
-__all__ = ["MAX_SAMPLES", "signal_mixture", "rows_mixture", "supervised_mixture"]
+__all__ = ["MAX_SAMPLES", "signal_mixture", "rows_mixture", "subset_rows", "supervised_mixture"]
 
 #: Samples the mixture is fitted on at most (drawn at random from more).
 MAX_SAMPLES = 1024
@@ -52,6 +52,12 @@ def stacked_rows(samples, c, S):
     lengths = np.array([len(x) for x in samples])
     Z = np.concatenate(samples).astype(np.float64) @ (float(c) * np.asarray(S, np.float64))
     return Z, np.concatenate([[0], np.cumsum(lengths)[:-1]])
+
+
+def subset_rows(Z, starts, keep):
+    """The stacked rows of the samples ``keep`` (bool, n) and each one's first row among them."""
+    counts = np.diff(np.append(starts, len(Z)))
+    return Z[np.repeat(keep, counts)], np.append(0, np.cumsum(counts[keep])[:-1])
 
 
 def segment_softmax(scores, starts):

@@ -39,7 +39,15 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from ._evidence import evidence_ridge
-from ._mixture import MAX_SAMPLES, row_scores, rows_mixture, segment_softmax, stacked_rows, supervised_mixture
+from ._mixture import (
+    MAX_SAMPLES,
+    row_scores,
+    rows_mixture,
+    segment_softmax,
+    stacked_rows,
+    subset_rows,
+    supervised_mixture,
+)
 
 __all__ = ["at_most", "candidate_errors", "choose_start", "data_start", "scores_into_params"]
 
@@ -231,13 +239,10 @@ def _certainty(scores, starts, w):
 
 def _supervised_folds(Z, starts, Y, w, mixture, folds, affine):
     """:func:`~skdiagatt.diagatt._mixture.supervised_mixture` fitted without each fold: ``{fold: (A, a)}``."""
-    counts = np.diff(np.append(starts, len(Z)))
     fitted = {}
     for k in range(folds.max() + 1):
         train = folds != k
-        sub_starts = np.append(0, np.cumsum(counts[train])[:-1])
-        fitted[k] = supervised_mixture(Z[np.repeat(train, counts)], sub_starts, w[train], Y[train], mixture,
-                                       affine=affine)
+        fitted[k] = supervised_mixture(*subset_rows(Z, starts, train), w[train], Y[train], mixture, affine=affine)
     return fitted
 
 
