@@ -6,8 +6,17 @@ apply to it.
 """
 
 import importlib.util
+import os
 
 import pytest
+
+# Most of the suite's time is XLA compiling small programs, each run once or
+# twice on a few hundred rows: LLVM's optimization passes cost more than they
+# save there (about a third of the suite's time).  The tests check what the
+# programs compute, which does not depend on how hard LLVM optimized them;
+# benchmarks and users keep XLA's defaults.  Set XLA_FLAGS yourself to test
+# with other flags.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 # Doctests that exercise an optional dependency: they run where it is
 # installed and are skipped, not failed, where it is not (CI installs only the

@@ -525,7 +525,7 @@ def test_a_layout_is_frozen_and_used_only_inside_its_block():
 _TWO_DEVICES = textwrap.dedent(
     """
     import json, os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax, numpy as np
     from skdiagatt import DiagAttRegressor, NTKPrefixRegressor, _training
@@ -571,7 +571,6 @@ _TWO_DEVICES = textwrap.dedent(
 
 def test_two_devices_give_the_loss_curve_of_one():
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("XLA_FLAGS", None)
     proc = subprocess.run(
         [sys.executable, "-c", _TWO_DEVICES], capture_output=True, text=True, env=env,
         cwd=ROOT, timeout=300,
