@@ -310,6 +310,47 @@ def test_one_chunk_of_ragged_data_is_the_in_memory_fit(ragged, kw):
     _same(DiagAttRegressor(**kw).fit(X, y), DiagAttRegressor(**kw).fit_chunks([(X, y)]))
 
 
+def test_samples_larger_than_the_working_memory_are_uploaded_in_random_chunks(ragged):
+    import sklearn
+
+    from skdiagatt._training import ChunkStream, memory_data
+    from skdiagatt._training.data import chunk_bytes
+
+    X, y = ragged
+    X = [np.asarray(x, np.float32) for x in X]
+    whole, lengths = memory_data(X, y, pack=True, rng=np.random.RandomState(0))
+    assert lengths is None and not isinstance(whole, ChunkStream)  # kilobytes: uploaded whole
+    assert memory_data(X, y, pack=True)[1] is None  # no rng: never chunked
+    with sklearn.config_context(working_memory=0.01):  # chunks of 1.3 kB: several chunks
+        stream, lengths = memory_data(X, y, pack=True, rng=np.random.RandomState(0))
+        budget = chunk_bytes()
+    assert isinstance(stream, ChunkStream) and len(lengths) > 3
+    seen = []
+    for samples, targets, weights in stream.make_iter():
+        assert weights is None and len(samples) == len(targets) > 0
+        seen += [(x.tobytes(), t) for x, t in zip(samples, targets)]
+        assert sum(x.size for x in samples) * 4 < 2 * budget
+    assert sorted(seen) == sorted((x.tobytes(), t) for x, t in zip(X, y))  # every sample once
+    assert [len(lk) for lk in lengths] == [len(part[0]) for part in stream.make_iter()]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("Est", [DiagAttRegressor, StdAttRegressor])
+def test_a_fit_streamed_from_memory_is_reproducible_and_as_good(ragged, Est):
+    import sklearn
+
+    X, y = ragged
+    kw = dict(max_iter=20, batch_size=16, random_state=0)
+    whole = Est(**kw).fit(X, y)
+    with sklearn.config_context(working_memory=0.01):
+        streamed = Est(**kw).fit(X, y)
+        again = Est(**kw).fit(X, y)
+    _same(streamed, again)
+    assert streamed.loss_curve_ != whole.loss_curve_  # chunked minibatches: another fit
+    assert len(streamed.loss_curve_) == len(whole.loss_curve_)
+    assert streamed.score(X, y) > whole.score(X, y) - 0.1
+
+
 def test_a_fit_that_stops_early_leaves_the_random_state_of_a_full_fit(ragged):
     # fit_loop draws the next epoch's minibatches before it reads an epoch's
     # loss; when it then stops, the draw is given back.

@@ -266,11 +266,14 @@ class MatrixSampleEstimator(PublicArguments, BaseEstimator):
     training loss accepts packed minibatches (:mod:`skdiagatt.kernels.rows`):
     ragged training data are then packed (:func:`~skdiagatt._training.training_data`).
     ``_bucket_growth`` is the bucket grid of the data left in buckets
-    (:func:`~skdiagatt._shared.ragged.bucket_length`).
+    (:func:`~skdiagatt._shared.ragged.bucket_length`).  ``_chunk_large_data``
+    is True where training samples in memory too large to upload at once are
+    streamed in chunks (:func:`~skdiagatt._training.memory_data`).
     """
 
     _pack = False
     _bucket_growth = FINE
+    _chunk_large_data = True
     #: ``{parameter: rule}`` for every ``__init__`` parameter (:mod:`skdiagatt._shared.params`).
     _parameter_rules = {}
 

@@ -246,7 +246,7 @@ class Buckets:
         return int(sum(b.X.shape[0] * b.X.shape[1] for b in self.buckets))
 
 
-def make_buckets(samples, growth=FINE):
+def make_buckets(samples, growth=FINE, rows=None):
     """Group validated samples by bucket length and pad each group.
 
     Parameters
@@ -255,6 +255,9 @@ def make_buckets(samples, growth=FINE):
         As returned by :func:`check_ragged`.
     growth : float, default=FINE
         The bucket grid (:func:`bucket_length`).
+    rows : callable or None
+        ``rows(m)``: the samples a bucket of ``m`` stores, at least ``m``;
+        the last ones are empty (no rows).  None: ``m``.
 
     Returns
     -------
@@ -281,10 +284,11 @@ def make_buckets(samples, growth=FINE):
     out = []
     for L in np.unique(padded):
         index = np.flatnonzero(padded == L)
-        Xb = np.zeros((index.size, int(L), d), dtype=samples[0].dtype)
-        where = np.arange(int(L))[None, :] < lengths[index][:, None]
+        stored = index.size if rows is None else rows(index.size)
+        Xb = np.zeros((stored, int(L), d), dtype=samples[0].dtype)
+        where = np.arange(int(L))[None, :] < np.pad(lengths[index], (0, stored - index.size))[:, None]
         if np.all(lengths[index] == L):
-            np.stack([samples[i] for i in index], out=Xb)
+            np.stack([samples[i] for i in index], out=Xb[: index.size])
         else:
             for k, i in enumerate(index):
                 Xb[k, : lengths[i]] = samples[i]

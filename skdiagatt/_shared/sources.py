@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._training import ChunkStream, steps_per_epoch, training_data
+from .._training import ChunkStream, memory_data, steps_per_epoch, training_data
 from .._training.data import spans_buckets
 from .._training.devices import placement
 from .._training.processes import shard_data
@@ -82,6 +82,13 @@ def _batch_size(est, n):
     return est.batch_size
 
 
+def _stream_steps(est, chunk_lengths, batch_size):
+    """Optimizer steps of one epoch of a stream of chunks of these sample lengths (None: not a stream)."""
+    if chunk_lengths is None:
+        return None
+    return sum(steps_per_epoch(lengths, batch_size, est._pack, est._bucket_growth) for lengths in chunk_lengths)
+
+
 class Samples:
     """Samples ``X`` and their targets ``y`` in memory; ``classes`` for a first ``partial_fit``.
 
@@ -123,9 +130,11 @@ class Samples:
             validation = training_data([samples[i] for i in idx_val], take(idx_val), est._pack, est._bucket_growth,
                                        w(idx_val))
         train = [samples[i] for i in idx_train]
-        data = training_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train))
-        return TrainingSet(train, take(idx_train), len(train), data, _batch_size(est, len(train)), validation,
-                           weights=w(idx_train))
+        data, chunk_lengths = memory_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train),
+                                          rng if est._chunk_large_data else None)
+        batch_size = _batch_size(est, len(train))
+        return TrainingSet(train, take(idx_train), len(train), data, batch_size, validation,
+                           _stream_steps(est, chunk_lengths, batch_size), weights=w(idx_train))
 
 
 class Shard(Samples):
@@ -282,8 +291,7 @@ class Chunks:
         n = len(self.lengths)
         stream = ChunkStream(batches, pack=est._pack, growth=est._bucket_growth)
         batch_size = _batch_size(est, n)
-        per_epoch = sum(steps_per_epoch(lengths, batch_size, est._pack, est._bucket_growth)
-                        for lengths in self.chunk_lengths)
+        per_epoch = _stream_steps(est, self.chunk_lengths, batch_size)
         start = self.statistics.get("start_samples", [])
         return TrainingSet(start, Y[: len(start)], n, stream, batch_size, None, per_epoch, self.statistics,
                            None if W is None else W[: len(start)], None if W is None else float(W.sum()))

@@ -38,7 +38,7 @@ from .data import (
     PackedData,
     device_buckets,
     device_packed,
-    sample_weights,
+    memory_data,
     steps_per_epoch,
     training_data,
 )
@@ -62,7 +62,7 @@ __all__ = [
     "device_buckets",
     "device_packed",
     "training_data",
-    "sample_weights",
+    "memory_data",
     "fit_loop",
     "map_samples",
     "map_device_data",

@@ -3,7 +3,9 @@
 Each bucket (or the packed blocks) is copied to the device once per fit and
 minibatches are gathered there.  Sample and block counts are rounded
 (:func:`~skdiagatt._training.layout.round_count`) so that data sets of
-similar sizes share their compiled programs.
+similar sizes share their compiled programs.  Samples in memory too large
+for that (:func:`memory_data`) are uploaded one chunk at a time instead,
+as data read from disk are.
 """
 
 import math
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import sklearn
 
 from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets
 from .devices import placement
@@ -19,6 +22,8 @@ from .layout import current_layout, round_count
 __all__ = [
     "ChunkStream",
     "DeviceBucket",
+    "chunk_bytes",
+    "memory_data",
     "PackedData",
     "device_buckets",
     "device_packed",
@@ -55,7 +60,8 @@ def device_buckets(buckets, targets, weights=None):
     Parameters
     ----------
     buckets : Buckets
-        From :func:`skdiagatt._shared.ragged.make_buckets`.
+        From :func:`skdiagatt._shared.ragged.make_buckets` (best with
+        ``rows=round_count``: then no padded copy is made here).
     targets : ndarray of shape (n, ...) or list of n arrays (row-level targets,
         padded here to each bucket's length), or None
     weights : ndarray of shape (n,) or None
@@ -74,12 +80,8 @@ def device_buckets(buckets, targets, weights=None):
         data = {"X": b.X, "where": b.where}
         if targets is not None:
             data["y"] = bucket_targets(targets, b)
-        padded = {}
-        for key, arr in data.items():
-            if cap > m:
-                fill = np.zeros((cap - m,) + arr.shape[1:], dtype=arr.dtype)
-                arr = np.concatenate([arr, fill])
-            padded[key] = np.ascontiguousarray(arr)
+        padded = {key: grown(arr, cap) if cap > arr.shape[0] else np.ascontiguousarray(arr)
+                  for key, arr in data.items()}
         w = None if weights is None else np.asarray(weights, np.float32)[b.index]
         out.append(DeviceBucket(place.put(padded), m, w))
     return out
@@ -182,19 +184,7 @@ def training_data(samples, targets, pack=False, growth=FINE, weights=None):
     row_level = targets is None or isinstance(targets, list)
     if pack and not row_level and spans_buckets([s.shape[0] for s in samples]):
         return device_packed(samples, targets, weights=weights)
-    return device_buckets(make_buckets(samples, growth), targets, weights)
-
-
-def sample_weights(data):
-    """The weights of the samples of ``data`` in the order :func:`~.inference.map_device_data` returns them."""
-    if hasattr(data, "sample_weights"):  # data sharded across processes knows its own
-        return data.sample_weights()
-    parts = []
-    for chunk in epoch_chunks(data):
-        for part in [chunk] if isinstance(chunk, PackedData) else chunk:
-            parts.append(np.ones(part.n if isinstance(part, PackedData) else part.m, np.float32)
-                         if part.weights is None else part.weights)
-    return np.concatenate(parts)
+    return device_buckets(make_buckets(samples, growth, rows=round_count), targets, weights)
 
 
 def spans_buckets(lengths):
@@ -229,6 +219,57 @@ class ChunkStream:
     def __iter__(self):
         for samples, targets, weights in self.make_iter():
             yield training_data(samples, targets, self.pack, self.growth, weights)
+
+
+def chunk_bytes():
+    """The padded bytes of the largest chunk of samples in memory uploaded at once (:func:`memory_data`).
+
+    An eighth of scikit-learn's ``working_memory`` (1024 MiB unless set with
+    :func:`sklearn.set_config` or :func:`sklearn.config_context`): uploading
+    a chunk holds it up to three times (padded, rounded up, on the device),
+    and the next chunk is uploaded while the device still trains on the
+    last, so a fit holds at most about six chunks beside the data.
+    """
+    return int(sklearn.get_config()["working_memory"] * 2**20 / 8)
+
+
+def memory_data(samples, targets, pack=False, growth=FINE, weights=None, rng=None):
+    """Upload training samples held in memory whole, or as a stream of chunks when they are large.
+
+    Samples whose padded float32 rows exceed :func:`chunk_bytes` are split
+    once, at random (``rng``), into chunks of about that size, each
+    uploaded once per epoch while the previous one is dropped, as
+    :class:`ChunkStream` does for data read from disk: the fit then holds
+    the samples once (the caller's arrays) and a few chunks, not padded
+    copies of all of them.  An epoch's minibatches are drawn within each
+    chunk, every chunk a random part of the samples.
+
+    Parameters
+    ----------
+    samples, targets, pack, growth, weights
+        As for :func:`training_data`.
+    rng : numpy RandomState or None
+        Draws the chunks (None: the samples are uploaded whole).
+
+    Returns
+    -------
+    data : list, PackedData or ChunkStream
+    chunk_lengths : list of ndarray or None
+        The sample lengths of each chunk of a stream (None: uploaded whole).
+    """
+    lengths = np.array([s.shape[0] for s in samples])
+    padded = sum(bucket_length(int(p), growth) for p in lengths) * samples[0].shape[1] * 4
+    n_chunks = math.ceil(padded / chunk_bytes())
+    if rng is None or n_chunks <= 1:
+        return training_data(samples, targets, pack, growth, weights), None
+    parts = [np.sort(part) for part in np.array_split(rng.permutation(len(samples)), n_chunks)]
+    take = (lambda idx: [targets[i] for i in idx]) if isinstance(targets, list) else (lambda idx: targets[idx])
+
+    def chunks():
+        for idx in parts:
+            yield [samples[i] for i in idx], take(idx), None if weights is None else weights[idx]
+
+    return ChunkStream(chunks, pack, growth), [lengths[idx] for idx in parts]
 
 
 def epoch_chunks(data):

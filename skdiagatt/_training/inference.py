@@ -43,13 +43,15 @@ def map_device_data(fn, data, *args):
         ``fn``'s outputs for all real samples, concatenated (bucket order).
     y : ndarray
         The targets of the same samples.
+    w : ndarray
+        Their weights (1 where the data carry none).
     """
     if isinstance(data, ShardData):
         parts = placement().gather(map_device_data(fn, data.local(), *args))
         return tuple(np.concatenate(p) for p in zip(*parts))
     layout = current_layout()
     release_programs_near_map_limit(layout)
-    outs, ys = [], []
+    outs, ys, ws = [], [], []
     for chunk in epoch_chunks(data):
         if isinstance(chunk, PackedData):
             rows = chunk.first[-1] * chunk.arrays["X"].shape[1]
@@ -58,8 +60,9 @@ def map_device_data(fn, data, *args):
                 res = _packed_map(fn, args, b.arrays, b.idx)
                 outs.append(np.asarray(res)[: np.count_nonzero(b.w)])
             ys.append(np.asarray(chunk.arrays["y"])[: chunk.n])
+            ws.append(_weights(chunk.weights, chunk.n))
             continue
-        for arrays, m, _ in chunk:
+        for arrays, m, weights in chunk:
             cap, L = arrays["X"].shape[:2]
             size = min(cap, pow2_at_most(m, max(1, layout.predict_rows // L)))
             for start in range(0, m, size):
@@ -68,7 +71,12 @@ def map_device_data(fn, data, *args):
                 keep = slice(start - s0, start - s0 + min(size, m - start))
                 outs.append(np.asarray(res)[keep])
             ys.append(np.asarray(arrays["y"])[:m])  # slicing on the device would compile per m
-    return np.concatenate(outs), np.concatenate(ys)
+            ws.append(_weights(weights, m))
+    return np.concatenate(outs), np.concatenate(ys), np.concatenate(ws)
+
+
+def _weights(weights, n):
+    return np.ones(n, np.float32) if weights is None else weights
 
 
 @partial(jax.jit, static_argnames=("fn",))

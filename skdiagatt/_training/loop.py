@@ -254,6 +254,11 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
         for chunk in epoch_chunks(data):
             opt.run(planned or opt.plan(chunk, batch_size, random_state), losses, weights)
             planned = None
+            if isinstance(data, ChunkStream) and len(losses) > 1:
+                # Steps are dispatched asynchronously: without this wait the
+                # host would upload every chunk of the epoch ahead of the
+                # device.  The next chunk is uploaded while this one trains.
+                jax.block_until_ready(losses[-2][0])
         if epoch + 1 < max_iter and not isinstance(data, ChunkStream):
             # Plan the next epoch while the device runs this one, not after
             # the wait below, which would leave the device idle.  A fit that

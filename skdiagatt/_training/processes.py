@@ -46,10 +46,6 @@ class ShardData:
     n: int
     first: np.ndarray = None
 
-    def sample_weights(self):
-        """Every process's samples weigh 1 (a fit across processes takes no ``sample_weight``)."""
-        return np.ones(self.n, np.float32)
-
     def local(self):
         """This process's part as :func:`~skdiagatt._training.data.training_data` gives it (arrays on its device)."""
         arrays = {k: v.addressable_data(0) for k, v in self.arrays.items()}

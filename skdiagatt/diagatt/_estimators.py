@@ -10,7 +10,7 @@ from .._shared.params import Boolean, Either, Integer, Options, Real
 from .._shared.sources import Samples
 from .._shared.targets import LabelTargetsMixin, StandardizedTargetsMixin
 from .._shared.two_phase import TwoPhaseEstimator
-from .._training import map_device_data, sample_weights
+from .._training import map_device_data
 from ..kernels.diagatt import (
     diagatt_forward,
     diagatt_loss,
@@ -229,8 +229,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         auto = isinstance(self.alpha_value, str)
         if "V" not in params or not (self.value_refit or auto):
             return params
-        H, Y = map_device_data(_pooled, data, params, frozen)
-        w = sample_weights(data)
+        H, Y, w = map_device_data(_pooled, data, params, frozen)
         if auto and family != "gaussian":
             return cv_logistic_readout(params, H, Y, frozen["S"], w)
         return refit_readout(params, H, Y, family, alpha_value=self._value_penalty(), evidence=auto, w=w)

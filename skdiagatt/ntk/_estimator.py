@@ -165,6 +165,7 @@ validation_fraction, random_state, verbose, callback, warm_start
     """
 
     _bucket_growth = COARSE  # fewer programs to compile (docs/results/performance.md, section 7)
+    _chunk_large_data = False  # the exact solve reads the training samples whole
     _loss_fn = staticmethod(ntk_readout_loss)
     _shape_parameters = ("n_heads", "head_dim", "attention_weights", "feature_map", "degree")
     _parameter_rules = {
