@@ -342,7 +342,7 @@ def test_a_fit_streamed_from_memory_is_reproducible_and_as_good(ragged, Est):
     X, y = ragged
     kw = dict(max_iter=20, batch_size=16, random_state=0)
     whole = Est(**kw).fit(X, y)
-    with sklearn.config_context(working_memory=0.01):
+    with sklearn.config_context(working_memory=0.06):  # about 3 chunks
         streamed = Est(**kw).fit(X, y)
         again = Est(**kw).fit(X, y)
     _same(streamed, again)
