@@ -123,3 +123,14 @@ def test_a_non_finite_output_names_its_sample(as_list):
     values[4, 0] = np.nan
     with pytest.raises(ValueError, match=r"X\[3\] gives a non-finite prediction"):
         check_finite_output(list(values) if as_list else values)
+
+
+def test_a_3d_array_is_checked_for_nan_in_every_slice():
+    from skdiagatt._shared.ragged import _all_finite
+
+    X = np.zeros((50, 4, 3), np.float32)
+    assert _all_finite(X, block=24)  # slices of 2 samples
+    X[49, 3, 2] = np.nan
+    assert not _all_finite(X, block=24)
+    with pytest.raises(ValueError, match=r"X\[49\] contains NaN at row 3, column 2"):
+        check_ragged(X)

@@ -127,7 +127,7 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
             _checked_layout(X[0], f"{name}[0]", n_features, n_features, name)
             with np.errstate(over="ignore", invalid="ignore"):
                 converted = X.astype(dtype, copy=False)
-            if np.isfinite(converted).all():
+            if _all_finite(converted):
                 return list(converted)
         samples = list(X)
     else:
@@ -163,6 +163,12 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
             )
         out.append(arr)
     return out
+
+
+def _all_finite(X, block=2**24):
+    """``np.isfinite(X).all()`` over slices of the first axis, without a temporary the size of ``X``."""
+    step = max(1, block // max(1, X[0].size))
+    return all(np.isfinite(X[i : i + step]).all() for i in range(0, len(X), step))
 
 
 def _checked_layout(xi, label, expected, n_features, name):
