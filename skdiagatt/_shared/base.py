@@ -18,7 +18,7 @@ from .._training import map_samples
 from ..exceptions import InertParameterWarning
 from .feature_names import validate_samples
 from .params import inert_parameters, validate_parameters
-from .ragged import FINE
+from .ragged import FINE, take
 
 __all__ = [
     "MatrixSampleEstimator",
@@ -124,13 +124,6 @@ def drop_zero_weight(samples, y, sample_weight):
         raise ValueError(f"y has {0 if y is None else len(y)} entries but X has {n} samples")
     keep = np.flatnonzero(weights > 0)
     return take(samples, keep), take(y, keep), weights[keep]
-
-
-def take(values, keep):
-    """The entries ``keep`` of ``values`` (a list stays a list); all of them when ``keep`` is None."""
-    if keep is None or values is None:
-        return values
-    return [values[i] for i in keep] if isinstance(values, (list, tuple)) else np.asarray(values)[keep]
 
 
 def check_labels(y, n_samples):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "FINE", "COARSE", "check_ragged", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad",
+    "FINE", "COARSE", "check_ragged", "take", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad",
 ]
 
 _ALIGN = 8
@@ -163,6 +163,13 @@ def check_ragged(X, *, n_features=None, name="X", dtype=np.float32):
             )
         out.append(arr)
     return out
+
+
+def take(values, keep):
+    """The entries ``keep`` of ``values`` (a list stays a list); all of them when ``keep`` is None."""
+    if keep is None or values is None:
+        return values
+    return [values[i] for i in keep] if isinstance(values, (list, tuple)) else np.asarray(values)[keep]
 
 
 def _all_finite(X, block=2**24):

@@ -16,9 +16,9 @@ from .._training.data import spans_buckets
 from .._training.devices import placement
 from .._training.processes import shard_data
 from ..cluster import _dask_reader
-from .base import check_sample_weight, drop_zero_weight, take
+from .base import check_sample_weight, drop_zero_weight
 from .feature_names import check_feature_names, sample_feature_names
-from .ragged import bucket_length, check_ragged
+from .ragged import bucket_length, check_ragged, take
 
 __all__ = ["Samples", "Shard", "Chunks", "TrainingSet", "chunk_factory"]
 
@@ -115,8 +115,6 @@ class Samples:
     def training_set(self, est, Y, rng):
         """Split off the validation samples (``validate`` of :meth:`read`) and upload both parts."""
         samples, n, weights = self.samples, len(self.samples), self.weights
-        take = (lambda idx: [Y[i] for i in idx]) if isinstance(Y, list) else (lambda idx: Y[idx])
-        w = (lambda idx: None) if weights is None else (lambda idx: weights[idx])
         idx_train, validation = np.arange(n), None
         if self.validate:
             n_val = int(round(est.validation_fraction * n))
@@ -127,14 +125,14 @@ class Samples:
                 )
             perm = rng.permutation(n)
             idx_train, idx_val = np.sort(perm[n_val:]), np.sort(perm[:n_val])
-            validation = training_data([samples[i] for i in idx_val], take(idx_val), est._pack, est._bucket_growth,
-                                       w(idx_val))
-        train = [samples[i] for i in idx_train]
-        data, chunk_lengths = memory_data(train, take(idx_train), est._pack, est._bucket_growth, w(idx_train),
+            validation = training_data(take(samples, idx_val), take(Y, idx_val), est._pack, est._bucket_growth,
+                                       take(weights, idx_val))
+        train, Y_train, w_train = take(samples, idx_train), take(Y, idx_train), take(weights, idx_train)
+        data, chunk_lengths = memory_data(train, Y_train, est._pack, est._bucket_growth, w_train,
                                           rng if est._chunk_large_data else None)
         batch_size = _batch_size(est, len(train))
-        return TrainingSet(train, take(idx_train), len(train), data, batch_size, validation,
-                           _stream_steps(est, chunk_lengths, batch_size), weights=w(idx_train))
+        return TrainingSet(train, Y_train, len(train), data, batch_size, validation,
+                           _stream_steps(est, chunk_lengths, batch_size), weights=w_train)
 
 
 class Shard(Samples):
@@ -194,14 +192,13 @@ class Shard(Samples):
         est._accumulate_chunk(self.samples, statistics)
         sums = self.place.gather({k: v for k, v in statistics.items() if not isinstance(v, list)})
         statistics = {k: sum(p[k] for p in sums) for k in sums[0]}
-        take = (lambda idx: [Y[i] for i in idx]) if row_level else (lambda idx: Y[idx])
         limit = est._start_samples
         pick = np.arange(n) if n <= limit else np.sort(np.random.RandomState(0).choice(n, limit, replace=False))
         mine = pick[(pick >= self.mine.start) & (pick < self.mine.stop)] - self.mine.start
         start = [s for part in self.place.gather([self.samples[i] for i in mine]) for s in part]
-        data = shard_data(self.samples, take(np.arange(self.mine.start, self.mine.stop)), packed, n, self.place,
+        data = shard_data(self.samples, take(Y, np.arange(self.mine.start, self.mine.stop)), packed, n, self.place,
                           est._bucket_growth)
-        return TrainingSet(start, take(pick), n, data, _batch_size(est, n), statistics=statistics)
+        return TrainingSet(start, take(Y, pick), n, data, _batch_size(est, n), statistics=statistics)
 
 
 def _unpack(k, chunk):

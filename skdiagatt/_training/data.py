@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import sklearn
 
-from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets
+from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets, take
 from .devices import placement
 from .layout import current_layout, round_count
 
@@ -258,16 +258,15 @@ def memory_data(samples, targets, pack=False, growth=FINE, weights=None, rng=Non
         The sample lengths of each chunk of a stream (None: uploaded whole).
     """
     lengths = np.array([s.shape[0] for s in samples])
-    padded = sum(bucket_length(int(p), growth) for p in lengths) * samples[0].shape[1] * 4
+    padded = sum(bucket_length(int(p), growth) for p in lengths) * samples[0].shape[1] * samples[0].itemsize
     n_chunks = math.ceil(padded / chunk_bytes())
     if rng is None or n_chunks <= 1:
         return training_data(samples, targets, pack, growth, weights), None
     parts = [np.sort(part) for part in np.array_split(rng.permutation(len(samples)), n_chunks)]
-    take = (lambda idx: [targets[i] for i in idx]) if isinstance(targets, list) else (lambda idx: targets[idx])
 
     def chunks():
         for idx in parts:
-            yield [samples[i] for i in idx], take(idx), None if weights is None else weights[idx]
+            yield take(samples, idx), take(targets, idx), take(weights, idx)
 
     return ChunkStream(chunks, pack, growth), [lengths[idx] for idx in parts]
 

@@ -257,7 +257,8 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
             if isinstance(data, ChunkStream) and len(losses) > 1:
                 # Steps are dispatched asynchronously: without this wait the
                 # host would upload every chunk of the epoch ahead of the
-                # device.  The next chunk is uploaded while this one trains.
+                # device.  It waits for the run before last, so the next
+                # chunk is uploaded while this chunk's last run trains.
                 jax.block_until_ready(losses[-2][0])
         if epoch + 1 < max_iter and not isinstance(data, ChunkStream):
             # Plan the next epoch while the device runs this one, not after
