@@ -126,7 +126,12 @@ def run_fold(name, X, y, train, test, method, estimator):
         model = clone(estimator).fit([X[i] for i in train], y[train])
     accuracy = float(np.mean(model.predict([X[i] for i in test]) == y[test]))
     unconverged = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return {"accuracy": accuracy, "seconds": time.perf_counter() - start, "unconverged": unconverged}
+    row = {"accuracy": accuracy, "seconds": time.perf_counter() - start, "unconverged": unconverged}
+    last = model[-1] if hasattr(model, "steps") else model
+    for attribute in ("start_", "kernel_"):  # which start and rows the fit chose, for the ablations
+        if hasattr(last, attribute):
+            row[attribute.rstrip("_")] = getattr(last, attribute)
+    return row
 
 
 def measure(args, log):
