@@ -14,8 +14,8 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from .._training import round_count
@@ -61,8 +61,8 @@ def cv_logistic_readout(params, H, Y, S, w):
     the least penalized.  The pooled rows are taken back to the input's
     coordinates (``H S^{-1}``) and standardized, the inverse penalty ``C``
     is chosen among ``_CS`` by stratified cross-validation of the log-loss
-    (:class:`~sklearn.model_selection.GridSearchCV` over
-    :class:`~sklearn.linear_model.LogisticRegression`), and the
+    (:class:`~sklearn.linear_model.LogisticRegressionCV`, which follows the
+    path of penalties warm-started on each fold), and the
     coefficients are mapped back to ``V``, so that ``b + sum_r <H_r, V_r>``
     is the fitted logit (two classes) or the class logits.
 
@@ -88,14 +88,15 @@ def cv_logistic_readout(params, H, Y, S, w):
     Z = np.where(live, scaler.transform(G), 0.0)
     model = LogisticRegression(max_iter=1000)
     if counts.min() >= 2:  # else no fold split keeps every class: the default penalty (C = 1)
+        # The path of penalties on each fold, each fit warm-started from the last.
         folds = StratifiedKFold(int(min(_FOLDS, counts.min())))
-        model = GridSearchCV(model, {"C": _CS}, scoring="neg_log_loss", cv=folds)
+        model = LogisticRegressionCV(Cs=_CS, cv=folds, scoring="neg_log_loss", l1_ratios=(0.0,), max_iter=1000,
+                                     use_legacy_attributes=False)
     with warnings.catch_warnings():
         # On separable folds the weakest penalties of the grid need not converge
         # within max_iter; cross-validation judges them as they stand.
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = model.fit(Z, labels, sample_weight=w)
-    model = getattr(model, "best_estimator_", model)
     beta = np.where(live, model.coef_, 0.0) / scaler.scale_  # (t, R d) in the input's coordinates
     intercept = model.intercept_ - beta @ scaler.mean_
     B = beta.reshape(t, R, d).transpose(1, 2, 0)  # (R, d, t)
