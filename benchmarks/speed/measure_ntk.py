@@ -52,7 +52,7 @@ def section_ntk(report, peaks, rounds, quick):
     rng = np.random.RandomState(0)
     std = math.sqrt(0.5 / d)
     frozen = {k: (std * rng.standard_normal((H, d, dh))).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
-    frozen["alpha"] = np.float32(1e-4)
+    frozen["alpha_value"] = np.float32(1e-4)
     P = rng.standard_normal((1024, d)).astype(np.float32)
     Z, k = prefix_to_state(jnp.asarray(P), frozen["W_K"], frozen["W_V"], "taylor", degree)
     params = {"Z": np.asarray(Z) * 1e-3, "k": np.asarray(k) * 1e-3,

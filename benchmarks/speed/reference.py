@@ -225,8 +225,8 @@ def numpy_ntk_step(Xb, Y, params, frozen, degree=2):
         dden = -(dT * T).sum(axis=1, keepdims=True) / den
         gZ += (ex * phi).T @ dnum
         gk += ((ex * (pk > 0)[:, None]) * phi).T @ dden[:, 0]
-    gWo += 2 * frozen["alpha"] * Wo
-    return total / B + frozen["alpha"] * float(np.sum(Wo**2)), {
+    gWo += 2 * frozen["alpha_value"] * Wo
+    return total / B + frozen["alpha_value"] * float(np.sum(Wo**2)), {
         "Z": gZ[None], "k": gk[None], "W_out": gWo, "b": gb
     }
 

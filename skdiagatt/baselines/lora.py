@@ -28,7 +28,7 @@ class LoRARegressor(FrozenAttentionBaseline, parameter=("rank", 8, Integer(1))):
         As in :class:`skdiagatt.NTKPrefixRegressor`.
     rank : int, default=8
         q, the rank of each update.  ``A`` starts ``N(0, 1 / d)``.
-    pooling, causal, alpha, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
+    pooling, causal, alpha_value, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`skdiagatt.NTKPrefixRegressor`.
 

@@ -21,7 +21,7 @@ class PrefixTuningRegressor(FrozenAttentionBaseline, parameter=("prefix_length",
         As in :class:`skdiagatt.NTKPrefixRegressor`.
     prefix_length : int, default=10
         m, the number of trainable prefix rows, initialised ``N(0, I)``.
-    pooling, causal, alpha, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
+    pooling, causal, alpha_value, max_iter, learning_rate, batch_size, tol, n_iter_no_change, \
 early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         As in :class:`skdiagatt.NTKPrefixRegressor`.
 

@@ -116,7 +116,7 @@ def ntk_readout_inputs():
     rng = np.random.default_rng(0)
     X, where = _padded(rng)
     W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 2, 4, 2)), jnp.float32)
-    frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.1}
+    frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha_value": 0.1}
     Z, k = prefix_to_state(jnp.asarray(rng.standard_normal((5, 4)), jnp.float32), W_K, W_V)
     params = {"Z": Z, "k": k, "W_out": jnp.ones((4, 1)), "b": jnp.zeros(1)}
     return params, frozen, X, where, ("taylor", 2, False, "mean")

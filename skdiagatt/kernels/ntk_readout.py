@@ -7,7 +7,7 @@ baseline, low-rank updates ``A_Q`` (d, q), ``B_Q`` (H, q, d_h), ``A_V`` (d, q),
 ``B_V`` (H, q, d_v) of the query and value projections; and the read-out
 ``W_out`` (H * d_v, t), ``b`` (t,).
 Fixed (``frozen``): ``Z`` and ``k`` too when they are not trained, the attention projections ``W_Q``, ``W_K`` (H, d, d_h),
-``W_V`` (H, d, d_v) and ``alpha``, the L2 penalty of the read-out.
+``W_V`` (H, d, d_v) and ``alpha_value``, the L2 penalty of the read-out.
 Static ``config``: ``(feature_map, degree, causal, pooling)`` with pooling in
 ``{"mean", "first", None}`` (None: one prediction per row).
 """
@@ -93,7 +93,7 @@ def ntk_readout_forward(params, frozen, X, where, config):
         (m, d) for an exact prefix, or LoRA's ``A_Q``, ``B_Q``, ``A_V``,
         ``B_V`` (see the module docstring); ``W_out`` (H * d_v, t), ``b`` (t,).
     frozen : dict
-        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha``; ``Z`` and
+        ``W_Q``, ``W_K`` (H, d, d_h), ``W_V`` (H, d, d_v), ``alpha_value``; ``Z`` and
         ``k`` too when they are not trained.
     X : array, shape (B, L, d)
     where : bool array, shape (B, L)
@@ -149,13 +149,13 @@ def ntk_readout_loss(params, frozen, batch, config):
     Returns
     -------
     scalar
-        ``sum_i w_i ||y_i - z_i||^2 / 2 / sum_i w_i + alpha ||W_out||^2``;
+        ``sum_i w_i ||y_i - z_i||^2 / 2 / sum_i w_i + alpha_value ||W_out||^2``;
         with ``pooling`` None, ``||y_i - z_i||^2`` is the mean over the valid
         rows of sample ``i``.
 
     Examples
     --------
-    The penalty is ``alpha * ||W_out||^2 = 0.1 * 4`` on top of the data term:
+    The penalty is ``alpha_value * ||W_out||^2 = 0.1 * 4`` on top of the data term:
 
     >>> import jax
     >>> import jax.numpy as jnp
@@ -165,7 +165,7 @@ def ntk_readout_loss(params, frozen, batch, config):
     >>> from skdiagatt.kernels.ntk_readout import ntk_readout_loss
     >>> loss = jax.jit(ntk_readout_loss, static_argnames="config")  # as the estimators do
     >>> batch = {"X": X, "where": where, "y": jnp.ones((2, 1)), "w": jnp.ones(2)}
-    >>> data_term = loss(params, {**frozen, "alpha": 0.0}, batch, config)
+    >>> data_term = loss(params, {**frozen, "alpha_value": 0.0}, batch, config)
     >>> round(float(loss(params, frozen, batch, config) - data_term), 4)
     0.4
     """
@@ -176,7 +176,7 @@ def ntk_readout_loss(params, frozen, batch, config):
     if config[3] is None:
         rows = batch["where"].astype(per.dtype)
         per = jnp.sum(per * rows, axis=1) / jnp.maximum(jnp.sum(rows, axis=1), 1.0)
-    return jnp.sum(w * per) / jnp.sum(w) + frozen["alpha"] * jnp.sum(params["W_out"] ** 2)
+    return jnp.sum(w * per) / jnp.sum(w) + frozen["alpha_value"] * jnp.sum(params["W_out"] ** 2)
 
 
 def ntk_row_mass(params, frozen, X, where, config):

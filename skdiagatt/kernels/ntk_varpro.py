@@ -18,7 +18,7 @@ autodiff through the linear solve gives.
 The regression is reduced to its weighted moments (counts, sums, ``F^T F``,
 ``F^T y``), summed bucket by bucket: its size is the number of features
 ``p = H (d_v + r)``, not the number of samples.  The penalty is
-``alpha * mean(diag(F_c^T W F_c)) ||theta||^2`` (``F_c`` centred): relative to the
+``alpha_value * mean(diag(F_c^T W F_c)) ||theta||^2`` (``F_c`` centred): relative to the
 design's scale, which varies with the mass in ``k`` by orders of magnitude.
 
 Shapes: ``k`` (H, r); ``frozen`` as in :mod:`skdiagatt.kernels.ntk_readout`;
@@ -64,7 +64,7 @@ def ntk_design(k, frozen, X, where, config):
     >>> X = jnp.asarray(rng.standard_normal((2, 3, 4)), jnp.float32)
     >>> where = jnp.array([[True, True, True], [True, True, False]])
     >>> W_Q, W_K, W_V = jnp.asarray(0.5 * rng.standard_normal((3, 1, 4, 2)), jnp.float32)
-    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.0}
+    >>> frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha_value": 0.0}
     >>> Z, k = (jnp.asarray(rng.standard_normal(s), jnp.float32) for s in ((1, 6, 2), (1, 6)))
     >>> W_out = jnp.asarray(rng.standard_normal((2, 1)), jnp.float32)
     >>> config = ("taylor", 2, False, "mean")
@@ -138,14 +138,14 @@ def merge_moments(parts):
     return out
 
 
-def ridge_from_moments(mom, alpha):
+def ridge_from_moments(mom, alpha_value):
     """The ridge read-out and the loss it reaches, from merged moments.
 
     Parameters
     ----------
     mom : dict
         :func:`merge_moments` of :func:`design_moments` over the data.
-    alpha : float
+    alpha_value : float
         Penalty relative to the design's mean centred variance.
 
     Returns
@@ -158,10 +158,10 @@ def ridge_from_moments(mom, alpha):
     n = mom["n"]
     G, c = mom["ff"] / n, mom["fy"] / n
     scale = jnp.trace(G) / G.shape[0]
-    lam = alpha * scale
+    lam = alpha_value * scale
     eye = jnp.eye(G.shape[0], dtype=G.dtype)
     # The design's columns can be nearly collinear; a floor relative to its
-    # scale keeps the Cholesky factor finite even with alpha = 0.
+    # scale keeps the Cholesky factor finite even with alpha_value = 0.
     theta = jax.scipy.linalg.solve(G + 2.0 * (lam + 1e-6 * scale) * eye, c, assume_a="pos")
     fit = jnp.sum(theta * matmul(G, theta)) - 2.0 * jnp.sum(theta * c)
     loss = 0.5 * (mom["yy"] / n + fit) + lam * jnp.sum(theta * theta)
@@ -205,7 +205,7 @@ def heldout_loss(mom, theta, b):
     return 0.5 * (spread / n + jnp.sum(resid * resid))
 
 
-def varpro_loss(k, frozen, batches, config, alpha):
+def varpro_loss(k, frozen, batches, config, alpha_value):
     """``L(k)``: the training loss with the read-out and ``Z`` at their exact minimum.
 
     Parameters
@@ -218,7 +218,7 @@ def varpro_loss(k, frozen, batches, config, alpha):
         their moments are merged.
     config : tuple
         ``(feature_map, degree, causal, pooling)``, static.
-    alpha : float
+    alpha_value : float
         Ridge penalty relative to the design's scale.
 
     Returns
@@ -246,12 +246,12 @@ def varpro_loss(k, frozen, batches, config, alpha):
     True
     >>> Z = jnp.asarray(rng.standard_normal((1, 6, 2)), jnp.float32)
     >>> params = {"Z": Z, "k": k, "W_out": jnp.ones((2, 1)), "b": jnp.zeros(1)}
-    >>> other = ntk_readout_loss(params, {**frozen, "alpha": 0.0}, {"X": X, "where": where, "y": y, "w": w}, config)
+    >>> other = ntk_readout_loss(params, {**frozen, "alpha_value": 0.0}, {"X": X, "where": where, "y": y, "w": w}, config)
     >>> bool(whole <= other)
     True
     """
     mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
-    return ridge_from_moments(mom, alpha)[2]
+    return ridge_from_moments(mom, alpha_value)[2]
 
 
 def state_from_ridge(theta, H, dv):

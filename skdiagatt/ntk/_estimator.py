@@ -136,7 +136,7 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         validation loss is kept.  Needs ``train_state=True`` and at most d_v
         targets; :meth:`partial_fit` and :meth:`fit_chunks` always use Adam.  ``"auto"``: ``"varpro"``
         where it applies, else ``"adam"``.
-    alpha : float, default=1e-4
+    alpha_value : float, default=1e-4
         L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
         and ``Z`` times it, relative to the mean variance of their inputs.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
@@ -182,7 +182,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         "train_state": Boolean(),
         "state_scale": Either(Options("auto"), Real(0.0)),
         "solver": Options("auto", "adam", "varpro"),
-        "alpha": Real(0.0, closed=True),
+        "alpha_value": Real(0.0, closed=True),
     }
 
     def __init__(
@@ -200,7 +200,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         train_state=True,
         state_scale="auto",
         solver="auto",
-        alpha=1e-4,
+        alpha_value=1e-4,
         max_iter=50,
         learning_rate=0.01,
         batch_size="auto",
@@ -225,7 +225,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         self.train_state = train_state
         self.state_scale = state_scale
         self.solver = solver
-        self.alpha = alpha
+        self.alpha_value = alpha_value
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.batch_size = batch_size
@@ -372,7 +372,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         self.attention_weights_ = constants
 
     def _frozen(self, constants, d):
-        return {**constants, "alpha": np.float32(self.alpha)}
+        return {**constants, "alpha_value": np.float32(self.alpha_value)}
 
     def _initial_params(self, d, t, constants, train, rng):
         return self._init_params(constants, t, rng)
@@ -417,7 +417,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         projections = {k: frozen[k] for k in _PROJECTIONS}
         try:
             solved, curve, scores = fit_varpro(
-                params["k"], projections, train.data, self._config(), self.alpha, self.max_iter,
+                params["k"], projections, train.data, self._config(), self.alpha_value, self.max_iter,
                 self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.validation)
         except FloatingPointError as exc:
             # Rows large enough to overflow the float32 solve; Adam keeps its

@@ -32,9 +32,9 @@ def _batches(data):
 
 
 @partial(jax.jit, static_argnames=("config",))
-def _step(k, state, frozen, batches, alpha, config):
+def _step(k, state, frozen, batches, alpha_value, config):
     def objective(k):
-        return varpro_loss(k, frozen, batches, config, alpha)
+        return varpro_loss(k, frozen, batches, config, alpha_value)
 
     solver = optax.lbfgs()
     value, grad = optax.value_and_grad_from_state(objective)(k, state=state)
@@ -68,19 +68,19 @@ _state_from_ridge = jax.jit(state_from_ridge, static_argnums=(1, 2))
 
 
 @partial(jax.jit, static_argnames=("config",))
-def _solve(k, frozen, batches, alpha, config):
+def _solve(k, frozen, batches, alpha_value, config):
     mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
-    return ridge_from_moments(mom, alpha)
+    return ridge_from_moments(mom, alpha_value)
 
 
 @partial(jax.jit, static_argnames=("config",))
-def _validation_loss(k, frozen, batches, validation, alpha, config):
+def _validation_loss(k, frozen, batches, validation, alpha_value, config):
     """The held-out loss of the read-out and ``Z`` solved on ``batches`` for this ``k``."""
-    theta, b, _ = _solve(k, frozen, batches, alpha, config)
+    theta, b, _ = _solve(k, frozen, batches, alpha_value, config)
     return heldout_loss(merge_moments([design_moments(k, frozen, v, config) for v in validation]), theta, b)
 
 
-def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, verbose=0, callback=None,
+def fit_varpro(k, frozen, data, config, alpha_value, max_iter, tol, n_iter_no_change, verbose=0, callback=None,
                validation=None):
     """Minimise the training loss over ``k`` with ``Z`` and the read-out at their exact optimum.
 
@@ -94,7 +94,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
         :func:`skdiagatt._training.training_data` buckets with targets.
     config : tuple
         ``(feature_map, degree, causal, pooling)``.
-    alpha : float
+    alpha_value : float
         Ridge penalty relative to the design's scale
         (:func:`skdiagatt.kernels.ntk_varpro.ridge_from_moments`).
     max_iter : int
@@ -123,14 +123,14 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
     batches = _batches(data)
     # device_put, not jnp.asarray: the same arrays, without a program per shape.
     frozen = jax.device_put({key: frozen[key] for key in ("W_Q", "W_K", "W_V")})
-    alpha = jax.device_put(np.float32(alpha))
+    alpha_value = jax.device_put(np.float32(alpha_value))
     k, state = _in_step_form(_lbfgs_start(k), batches)
     held = _batches(validation) if validation else None
     curve, scores, best, stale = [], [], np.inf, 0
     kept = k
     with Progress("NTKPrefixRegressor main", max_iter, verbose, callback) as progress:
         for it in range(max_iter):
-            k_next, state, value = _step(k, state, frozen, batches, alpha, config)
+            k_next, state, value = _step(k, state, frozen, batches, alpha_value, config)
             value = float(value)
             curve.append(value)
             if not np.isfinite(value):
@@ -138,7 +138,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
             k = k_next
             monitored = value
             if held is not None:
-                monitored = float(_validation_loss(k, frozen, batches, held, alpha, config))
+                monitored = float(_validation_loss(k, frozen, batches, held, alpha_value, config))
                 scores.append(monitored)
             if monitored < best - tol * max(abs(best), 1e-12):
                 stale = 0
@@ -150,7 +150,7 @@ def fit_varpro(k, frozen, data, config, alpha, max_iter, tol, n_iter_no_change, 
                 break
     if held is not None:
         k = kept
-    theta, b, value = _solve(k, frozen, batches, alpha, config)
+    theta, b, value = _solve(k, frozen, batches, alpha_value, config)
     curve.append(float(value))
     H, _, dv = frozen["W_V"].shape
     W_out, Z = _state_from_ridge(theta, H, dv)

@@ -87,7 +87,7 @@ def test_finite_for_extreme_queries_and_states_and_row_mass_is_a_share():
     grad = jax.grad(lambda kk: jnp.sum(ntk_attention(X, where, Z, kk, W_Q, W_K, W_V, feature_map="cumulant")))(k)
     assert np.all(np.isfinite(np.asarray(grad))) and np.any(np.asarray(grad) != 0)
     params = {"Z": Z, "k": k, "W_out": jnp.ones((H * DV, 1)), "b": jnp.zeros(1)}
-    frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha": 0.0}
+    frozen = {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "alpha_value": 0.0}
     mass = np.asarray(ntk_row_mass(params, frozen, X, where, ("cumulant", 2, False, "mean")))
     total = mass.sum(-1)
     assert np.all(mass >= 0) and np.all(total < 1) and np.all(total > 0)
