@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = [
     "Anything", "Boolean", "Either", "Integer", "Options", "Real",
-    "TRAINING_INERT", "inert_parameters", "validate_parameters",
+    "TRAINING_INERT", "derived_init", "inert_parameters", "validate_parameters",
 ]
 
 
@@ -117,6 +117,31 @@ class Either:
 
     def __str__(self):
         return " or ".join(str(rule) for rule in self.rules)
+
+
+def derived_init(init, *, drop=(), add=(), after=None):
+    """An ``__init__`` with the keyword parameters of ``init`` but ``drop``, and ``add``'s ``(name, default)`` pairs.
+
+    scikit-learn reads an estimator's parameters from the signature of its
+    ``__init__``; deriving a variant's from the estimator it varies keeps
+    their lists of parameters (same names, defaults and order) from
+    drifting apart.  ``add`` goes after the parameter ``after`` (None: at
+    the end).  The ``__init__`` stores every argument unchanged under its
+    own name, as scikit-learn requires.
+    """
+    kept = [p for p in inspect.signature(init).parameters.values() if p.name not in drop]
+    at = len(kept) if after is None else [p.name for p in kept].index(after) + 1
+    new = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default) for name, default in add]
+    signature = inspect.Signature(kept[:at] + new + kept[at:])
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for key, value in list(bound.arguments.items())[1:]:  # after self
+            setattr(self, key, value)
+
+    __init__.__signature__ = signature
+    return __init__
 
 
 def validate_parameters(est):

@@ -1,39 +1,12 @@
 """What the competitors of NTK-Attention share: its kernels and loop, minus its prefix state."""
 
-import inspect
-
-from .._shared.params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real
+from .._shared.params import TRAINING_RULES, Anything, Boolean, Either, Integer, Options, Real, derived_init
 from ..ntk import NTKPrefixRegressor
 
 __all__ = ["FrozenAttentionBaseline"]
 
 #: The parameters of NTK-Attention that concern its prefix state: the baselines fix them.
 _PREFIX_STATE = ("feature_map", "degree", "prefix_length", "init", "train_state", "state_scale", "solver")
-
-
-def _constructor(name, default):
-    """An ``__init__`` taking NTK-Attention's parameters but its prefix state's, and ``name=default``.
-
-    scikit-learn reads an estimator's parameters from the signature of its
-    ``__init__``; building it from NTK-Attention's keeps the baselines' lists
-    of parameters (same names, same defaults, same order) from drifting
-    apart from it.  The ``__init__`` stores every argument unchanged under
-    its own name, as scikit-learn requires.
-    """
-    shared = [p for p in inspect.signature(NTKPrefixRegressor.__init__).parameters.values()
-              if p.name not in _PREFIX_STATE]
-    at = [p.name for p in shared].index("attention_weights") + 1
-    own = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-    signature = inspect.Signature(shared[:at] + [own] + shared[at:])
-
-    def __init__(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        for key, value in list(bound.arguments.items())[1:]:  # after self
-            setattr(self, key, value)
-
-    __init__.__signature__ = signature
-    return __init__
 
 
 class FrozenAttentionBaseline(NTKPrefixRegressor):
@@ -68,6 +41,9 @@ class FrozenAttentionBaseline(NTKPrefixRegressor):
         super().__init_subclass__(**kwargs)
         if parameter is not None:
             name, default, rule = parameter
-            cls.__init__ = _constructor(name, default)
+            # NTK-Attention's parameters but its prefix state's, and this one
+            # after attention_weights, which sets the trained parameters' shapes.
+            cls.__init__ = derived_init(NTKPrefixRegressor.__init__, drop=_PREFIX_STATE, add=[(name, default)],
+                                        after="attention_weights")
             cls._shape_parameters = FrozenAttentionBaseline._shape_parameters + (name,)
             cls._parameter_rules = {**FrozenAttentionBaseline._parameter_rules, name: rule}

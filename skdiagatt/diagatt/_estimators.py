@@ -6,7 +6,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._shared.base import check_finite_output
-from .._shared.params import Boolean, Either, Integer, Options, Real
+from .._shared.params import Boolean, Either, Integer, Options, Real, derived_init
 from .._shared.sources import Samples
 from .._shared.targets import LabelTargetsMixin, StandardizedTargetsMixin
 from .._shared.two_phase import TwoPhaseEstimator
@@ -53,7 +53,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
     # fits it with v and b, W (and U) fixed.
     _held = ("log_scale",)
     _calibrated = ("log_scale", "V", "b")
-    _shape_parameters = ("n_heads", "rank", "symmetric", "score_form", "assumption")
+    _shape_parameters = ("n_heads", "rank", "symmetric", "score_form")
     _parameter_rules = {
         **TwoPhaseEstimator._parameter_rules,
         "n_heads": Integer(1),
@@ -67,7 +67,6 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
         "value_refit": Boolean(),
         "init": Options("auto", "mixture", "zeros"),
-        "assumption": Options("individualized"),
         "max_iter": Either(Options("auto"), Integer(1)),
         "learning_rate": Either(Options("auto"), Real(0.0)),
     }
@@ -106,7 +105,6 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         verbose=0,
         callback=None,
         warm_start=False,
-        assumption="individualized",
     ):
         self.n_heads = n_heads
         self.temperature = temperature
@@ -133,7 +131,6 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         self.verbose = verbose
         self.callback = callback
         self.warm_start = warm_start
-        self.assumption = assumption
 
     # ------------------------------------------------------------ parameters
     def _init_params(self, d, t, rng):
@@ -446,10 +443,6 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     warm_start : bool, default=False
         Start from the previous fit's parameters; the history (``n_iter_``,
         ``loss_curve_``) continues too.
-    assumption : {"individualized"}, default="individualized"
-        What the response may depend on: any row, through the attention
-        weights (the only choice for a continuous response; see
-        :class:`DiagAttClassifier` for the multiple-instance assumption).
 
     Attributes
     ----------
@@ -558,6 +551,8 @@ loss_curve_, loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
     (2, 2)
     """
 
+    __init__ = derived_init(_DiagAttBase.__init__, add=[("assumption", "individualized")])
+    _shape_parameters = _DiagAttBase._shape_parameters + ("assumption",)
     _parameter_rules = {**_DiagAttBase._parameter_rules, "assumption": Options("individualized", STANDARD_MIL)}
     _inert_when = with_mil_rules(_DiagAttBase._inert_when)
 
