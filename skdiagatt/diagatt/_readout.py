@@ -10,6 +10,7 @@ L2-penalized GLM read-out of :func:`skdiagatt.kernels.glm.fit_readout` at a
 given penalty.
 """
 
+import inspect
 import warnings
 
 import numpy as np
@@ -28,6 +29,22 @@ __all__ = ["cv_logistic_readout", "refit_readout"]
 _CS = np.logspace(-4, 2, 13)
 #: Folds of its cross-validation (fewer when a class has fewer samples).
 _FOLDS = 5
+
+
+def _l2_logistic_path(**kwargs):
+    """:class:`~sklearn.linear_model.LogisticRegressionCV` of an L2 penalty, in the installed scikit-learn's words.
+
+    Recent releases name the penalty by ``l1_ratios`` and give some fitted
+    attributes a new form (``coef_`` and ``intercept_``, all that is read
+    here, keep theirs), and warn until both are chosen; older ones take L2
+    by default and know neither argument.
+    """
+    accepted = inspect.signature(LogisticRegressionCV).parameters
+    if accepted["l1_ratios"].default == "warn":
+        kwargs["l1_ratios"] = (0.0,)
+    if "use_legacy_attributes" in accepted:
+        kwargs["use_legacy_attributes"] = False
+    return LogisticRegressionCV(**kwargs)
 
 
 def refit_readout(params, H, Y, family, *, alpha_value, evidence, w):
@@ -90,8 +107,7 @@ def cv_logistic_readout(params, H, Y, S, w):
     if counts.min() >= 2:  # else no fold split keeps every class: the default penalty (C = 1)
         # The path of penalties on each fold, each fit warm-started from the last.
         folds = StratifiedKFold(int(min(_FOLDS, counts.min())))
-        model = LogisticRegressionCV(Cs=_CS, cv=folds, scoring="neg_log_loss", l1_ratios=(0.0,), max_iter=1000,
-                                     use_legacy_attributes=False)
+        model = _l2_logistic_path(Cs=_CS, cv=folds, scoring="neg_log_loss", max_iter=1000)
     with warnings.catch_warnings():
         # On separable folds the weakest penalties of the grid need not converge
         # within max_iter; cross-validation judges them as they stand.
