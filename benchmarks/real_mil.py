@@ -96,6 +96,11 @@ def methods():
         "standard-mil-start-only": make_pipeline(
             RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", alpha=1e6, random_state=0)
         ),
+        "linear-rows": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="linear", random_state=0)),
+        "linear-rows-no-whitening": make_pipeline(
+            RowStandardScaler(), DiagAttClassifier(kernel="linear", whiten=False, random_state=0)
+        ),
+        "three-heads": make_pipeline(RowStandardScaler(), DiagAttClassifier(n_heads=3, random_state=0)),
         # Rows mapped to Gaussian-kernel features (gamma = 1 / d on standardized rows).
         "kernel-rows": make_pipeline(RowStandardScaler(), RowWise(Nystroem(n_components=100, random_state=0)),
                                      DiagAttClassifier(random_state=0)),
@@ -114,6 +119,9 @@ LABELS = {
     "standard-mil-start-only": 'DiagAttClassifier(assumption="standard-mil", alpha=1e6): the instance scores '
                                "held at the chosen start",
     "kernel-rows": "RowWise(Nystroem(n_components=100)) rows, then DiagAttClassifier defaults",
+    "linear-rows": 'DiagAttClassifier(kernel="linear"): the rows as given',
+    "linear-rows-no-whitening": 'DiagAttClassifier(kernel="linear", whiten=False)',
+    "three-heads": "DiagAttClassifier(n_heads=3)",
 }
 #: The methods of the default run; the ablations are opt-in.
 DEFAULT_METHODS = ["defaults", "standard-mil", "mean", "max"]
