@@ -244,6 +244,11 @@ def fit_loop(
     return opt.place.host(params), result
 
 
+def _finite(tree):
+    """True if every value of the host arrays of ``tree`` is finite."""
+    return all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(tree))
+
+
 def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, progress):
     """The epochs of :func:`fit_loop`: train, monitor, report, stop; returns the :class:`TrainResult`."""
     result = TrainResult()
@@ -267,7 +272,10 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
             drawn_from = random_state.get_state()
             planned = opt.plan(data, batch_size, random_state)
         epoch_loss = _epoch_loss(losses, weights, opt.place)
-        if not np.isfinite(epoch_loss):
+        params, state = opt.snapshot()
+        # A step's loss is that of the parameters before its update: the
+        # last update of an epoch is only seen in the parameters themselves.
+        if not (np.isfinite(epoch_loss) and _finite(params)):
             warnings.warn(
                 f"{progress.label}: the objective became non-finite at epoch {epoch + 1}; "
                 "training stopped and the last finite parameters were kept. "
@@ -278,7 +286,7 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
             result.stopped = "non-finite"
             opt.params, opt.opt_state = last_good, last_state
             break
-        last_good, last_state = opt.snapshot()
+        last_good, last_state = params, state
         result.loss_curve.append(epoch_loss)
         result.n_iter = epoch + 1
         monitored = epoch_loss
