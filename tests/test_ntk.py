@@ -294,7 +294,8 @@ def test_prefix_state_is_trained_in_units_of_the_prefix_length(data):
     # Given projections: the prefix is the first draw of random_state.
     P = np.random.RandomState(0).standard_normal((m, 4)).astype(np.float32)
     Z0, k0 = (np.asarray(a) for a in prefix_to_state(P, W["W_K"], W["W_V"]))
-    common = dict(n_heads=2, attention_weights=W, prefix_length=m, random_state=0, **ADAM_TAYLOR)
+    # batch_size=16: four steps an epoch.
+    common = dict(n_heads=2, attention_weights=W, prefix_length=m, batch_size=16, random_state=0, **ADAM_TAYLOR)
 
     def moved(est):
         return np.linalg.norm(est.params_["k"] - k0) / np.linalg.norm(k0)

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from skdiagatt._shared.ragged import COARSE, bucket_length, check_ragged, make_buckets, unpad
+from skdiagatt._shared.ragged import (
+    COARSE,
+    ONE_BUCKET_ROWS,
+    bucket_length,
+    check_ragged,
+    make_buckets,
+    padded_lengths,
+    unpad,
+)
 
 
 def test_accepts_list_tuple_and_3d_array():
@@ -59,7 +67,21 @@ def test_coarse_grid_has_fewer_buckets_and_bounded_padding():
     assert np.all(coarse[lengths > 40] / lengths[lengths > 40] < 1.6)
     assert len(np.unique(coarse)) < len(np.unique(fine)) * 0.6
     samples = [np.ones((int(p), 2), np.float32) for p in (3, 20, 33, 50, 90)]
-    assert [b.length for b in make_buckets(samples, COARSE).buckets] == [4, 24, 48, 64, 96]
+    assert [b.length for b in make_buckets(samples, COARSE, one_bucket_rows=0).buckets] == [4, 24, 48, 64, 96]
+
+
+def test_a_small_data_set_is_one_bucket_of_its_longest_length():
+    lengths = [3, 9, 30, 5]
+    assert padded_lengths(lengths).tolist() == [32] * 4
+    assert padded_lengths(lengths, one_bucket_rows=0).tolist() == [bucket_length(p) for p in lengths]
+    # Past the threshold each sample keeps its own bucket of the grid.
+    many = lengths * (ONE_BUCKET_ROWS // 32 // 4 + 1)
+    assert padded_lengths(many).tolist() == [bucket_length(p) for p in many]
+    samples = [np.full((p, 2), float(p), np.float32) for p in lengths]
+    (bucket,) = make_buckets(samples).buckets
+    assert bucket.length == 32 and bucket.where.sum(axis=1).tolist() == lengths
+    for x, back in zip(samples, unpad(make_buckets(samples), [bucket.X[:, :, 0]])):
+        np.testing.assert_array_equal(back, x[:, 0])
 
 
 def test_buckets_and_unpad_round_trip():
@@ -67,7 +89,7 @@ def test_buckets_and_unpad_round_trip():
     # Buckets of samples all at the bucket's length (1, 24: copied in one
     # stack) and of mixed lengths (8: 7 and 8 rows; 16; 32).
     samples = [rng.randn(p, 3).astype(np.float32) for p in (1, 7, 9, 30, 8, 24, 24)]
-    b = make_buckets(samples)
+    b = make_buckets(samples, one_bucket_rows=0)
     assert [x.length for x in b.buckets] == [1, 8, 16, 24, 32]
     assert sorted(np.concatenate([x.index for x in b.buckets]).tolist()) == list(range(7))
     for bucket in b.buckets:

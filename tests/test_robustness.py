@@ -49,6 +49,7 @@ from skdiagatt import (  # noqa: E402
     NTKPrefixRegressor,
 )
 from skdiagatt._shared import base as _base  # noqa: E402
+from skdiagatt._shared import ragged  # noqa: E402
 from skdiagatt._testing import Layout, use_layout  # noqa: E402
 from skdiagatt._training import step as training_step  # noqa: E402
 
@@ -96,6 +97,14 @@ CHEAP_SETTINGS = _settings(25)  # validation only, or estimators that compile no
 
 # Buckets of the fixed grid (see skdiagatt._shared.ragged.bucket_length): 1 | 5..8 | 257..312.
 P1, MID, LONG = (1, 1), (5, 8), (257, 300)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_length_in_its_bucket():
+    """Small data sets here keep a bucket per length, as large ones do, instead of one padded bucket."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ragged, "ONE_BUCKET_ROWS", 0)
+        yield
 
 
 # -------------------------------------------------------------- estimators

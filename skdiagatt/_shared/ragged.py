@@ -10,7 +10,10 @@ padding wasted per sample stays below about 20% (plus rounding to 8 rows).
 A coarser grid (:data:`COARSE`, about 50% apart) trades padding for fewer
 bucket lengths, hence fewer compiled programs: the attention estimators use
 it, whose programs take seconds to compile and little time to run on a
-minibatch of padding.
+minibatch of padding.  Data sets so small that all their samples padded to
+the longest one's bucket hold at most :data:`ONE_BUCKET_ROWS` rows go to that
+one bucket: there, every extra bucket costs a compiled program (about a
+second) and saves a few microseconds of padded arithmetic.
 
 Training may instead pack the samples (:func:`make_blocks`): each sample's rows
 are stored one after the other in blocks of a few rows, so that minibatches
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "FINE", "COARSE", "check_ragged", "take", "bucket_length", "Buckets", "make_buckets", "Blocks", "make_blocks", "unpad",
+    "FINE", "COARSE", "ONE_BUCKET_ROWS", "check_ragged", "take", "bucket_length", "padded_lengths", "Buckets",
+    "make_buckets", "Blocks", "make_blocks", "unpad",
 ]
 
 _ALIGN = 8
@@ -31,6 +35,8 @@ _ALIGN = 8
 # COARSE has fewer bucket lengths, hence fewer programs to compile.
 FINE = 1.2
 COARSE = 1.5
+#: Padded rows (samples x longest bucket length) up to which a data set is one bucket.
+ONE_BUCKET_ROWS = 1 << 15
 
 
 def _grid(max_len, growth):
@@ -54,6 +60,28 @@ def bucket_length(p, growth=FINE):
     [1, 4, 8, 16, 48, 144]
     """
     return next(g for g in _grid(p, growth) if g >= p)
+
+
+def padded_lengths(lengths, growth=FINE, one_bucket_rows=None):
+    """The bucket length of each of the samples of ``lengths`` rows, as :func:`make_buckets` pads them.
+
+    Each its own :func:`bucket_length`, or all the longest one's when the
+    data set padded to it holds at most ``one_bucket_rows`` rows (None:
+    :data:`ONE_BUCKET_ROWS`).
+
+    >>> padded_lengths([3, 9, 4]).tolist()
+    [16, 16, 16]
+    >>> padded_lengths([3, 9] * 2000).tolist()[:2]
+    [4, 16]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    one_bucket_rows = ONE_BUCKET_ROWS if one_bucket_rows is None else one_bucket_rows
+    # One grid lookup per distinct length, not per sample.
+    distinct, inverse = np.unique(lengths, return_inverse=True)
+    padded = np.array([bucket_length(int(p), growth) for p in distinct], dtype=np.int64)[inverse.ravel()]
+    if padded.size and padded.size * padded.max() <= one_bucket_rows:
+        padded[:] = padded.max()
+    return padded
 
 
 #: For one table where samples were expected: scikit-learn's transformers take
@@ -259,7 +287,7 @@ class Buckets:
         return int(sum(b.X.shape[0] * b.X.shape[1] for b in self.buckets))
 
 
-def make_buckets(samples, growth=FINE, rows=None):
+def make_buckets(samples, growth=FINE, rows=None, one_bucket_rows=None):
     """Group validated samples by bucket length and pad each group.
 
     Parameters
@@ -271,6 +299,10 @@ def make_buckets(samples, growth=FINE, rows=None):
     rows : callable or None
         ``rows(m)``: the samples a bucket of ``m`` stores, at least ``m``;
         the last ones are empty (no rows).  None: ``m``.
+    one_bucket_rows : int or None
+        Samples that padded to the longest one's bucket hold at most this
+        many rows form that one bucket (0: every sample in its own; None:
+        :data:`ONE_BUCKET_ROWS`).
 
     Returns
     -------
@@ -280,20 +312,19 @@ def make_buckets(samples, growth=FINE, rows=None):
     --------
     >>> import numpy as np
     >>> from skdiagatt._shared.ragged import make_buckets
-    >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))])
+    >>> b = make_buckets([np.ones((3, 2)), np.ones((9, 2)), np.ones((4, 2))], one_bucket_rows=0)
     >>> [(bk.length, bk.index.tolist()) for bk in b.buckets]
     [(4, [0, 2]), (16, [1])]
     >>> b.buckets[0].X.shape, b.buckets[0].where.sum(axis=1).tolist()
     ((2, 4, 2), [3, 4])
     >>> b.padded_rows
     24
+    >>> [bk.length for bk in make_buckets([np.ones((3, 2)), np.ones((9, 2))]).buckets]  # small: one bucket
+    [16]
     """
     lengths = np.array([s.shape[0] for s in samples], dtype=np.int64)
     d = samples[0].shape[1]
-    # One grid lookup per distinct length, not per sample.
-    distinct, inverse = np.unique(lengths, return_inverse=True)
-    inverse = inverse.ravel()
-    padded = np.array([bucket_length(int(p), growth) for p in distinct], dtype=np.int64)[inverse]
+    padded = padded_lengths(lengths, growth, one_bucket_rows)
     out = []
     for L in np.unique(padded):
         index = np.flatnonzero(padded == L)

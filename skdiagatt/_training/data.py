@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import sklearn
 
-from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets, take
+from .._shared.ragged import FINE, bucket_length, make_blocks, make_buckets, padded_lengths, take
 from .devices import placement
 from .layout import current_layout, round_count
 
@@ -291,8 +291,5 @@ def steps_per_epoch(lengths, batch_size, pack=False, growth=FINE):
     """
     if pack and spans_buckets(lengths):
         return math.ceil(len(lengths) / batch_size)
-    counts = {}
-    for p in np.asarray(lengths):
-        L = bucket_length(int(p), growth)
-        counts[L] = counts.get(L, 0) + 1
-    return sum(math.ceil(m / batch_size) for m in counts.values())
+    _, counts = np.unique(padded_lengths(lengths, growth), return_counts=True)
+    return sum(math.ceil(int(m) / batch_size) for m in counts)

@@ -22,7 +22,7 @@ SAMPLES = [RNG.randn(p, 4).astype(np.float32) for p in (3, 9, 1, 14, 6)]
 
 
 def _padded():
-    b = make_buckets(SAMPLES)
+    b = make_buckets(SAMPLES, one_bucket_rows=0)
     return b
 
 
