@@ -24,6 +24,8 @@ from skdiagatt import DiagAttClassifier, DiagAttRegressor, NTKPrefixRegressor
 from skdiagatt.cluster import JaxWorker, iter_dask_chunks, worker_cpus
 from skdiagatt.datasets import make_individualized_regression
 
+pytestmark = pytest.mark.scale_out  # a real Dask cluster (run by `python -m pytest -m scale_out`)
+
 FAST = dict(max_iter=2, calibration_iter=1, batch_size=16, random_state=0)
 NTK_FAST = dict(max_iter=2, prefix_length=16, batch_size=16, random_state=0)
 

@@ -18,6 +18,8 @@ import pytest
 import skdiagatt
 from skdiagatt._compilation import CACHE_VARIABLE
 
+pytestmark = pytest.mark.scale_out  # fresh processes (run by `python -m pytest -m scale_out`)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A small fit and prediction; prints the cache hits and misses JAX counted,

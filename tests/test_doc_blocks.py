@@ -204,7 +204,13 @@ def _marked():
     return [(page, block) for page in _pages() for block in page_blocks(page) if block.skip]
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def _page_params():
+    """The pages; the scaling-out page's blocks start clusters and processes (``scale_out``)."""
+    return [pytest.param(page, marks=[pytest.mark.scale_out] if page.name == "scaling_out.md" else [])
+            for page in _pages()]
+
+
+@pytest.mark.parametrize("page", _page_params(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_blocks_run(page, reader_session):
     namespace = {"__name__": "__main__"}
     for block in page_blocks(page):

@@ -274,8 +274,9 @@ def test_the_readme_opens_with_the_two_quick_start_lines():
     first, second = lines[block + 1 : block + 3]
     assert lines[block + 3] == "```" and all(not x.startswith("```") for x in lines[1:block])
     assert first.endswith("pip install -e . && python -m skdiagatt")
-    ci = (ROOT / ".ci" / "run").read_text().splitlines()[-1]
-    assert second == ci  # CI runs the second line verbatim
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert second in ci  # CI runs the second line verbatim, then the scale-out tests
+    assert ci[-1] == "python -m pytest -q -n 2 -m scale_out" and ci.index(second) < len(ci) - 1
 
 
 def _user_pages():

@@ -30,7 +30,8 @@ from skdiagatt.cluster import use_processes
 from skdiagatt.datasets import make_individualized_classification, make_individualized_regression
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a few epochs
+pytestmark = [pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),  # a few epochs
+              pytest.mark.scale_out]
 TOL = 3e-5  # relative to the largest value (at least 1); float32 sums in another order
 TIMEOUT = 240  # seconds a worker may take; both are killed past it
 

@@ -537,6 +537,7 @@ _LAZY_LISTENER = textwrap.dedent(
 )
 
 
+@pytest.mark.scale_out
 def test_importing_registers_no_listener_and_counting_registers_one():
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run([sys.executable, "-c", _LAZY_LISTENER], capture_output=True, text=True, env=env,
@@ -610,6 +611,7 @@ _TWO_DEVICES = textwrap.dedent(
 )
 
 
+@pytest.mark.scale_out
 def test_two_devices_give_the_loss_curve_of_one():
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run(
@@ -627,6 +629,7 @@ def test_two_devices_give_the_loss_curve_of_one():
         assert res[name]["pred_diff"] < 1e-4
 
 
+@pytest.mark.scale_out
 def test_grid_search_with_two_processes(data):
     X, y = data
     # Candidates of the same shapes: each worker process compiles the steps once.
