@@ -1,4 +1,4 @@
-"""``kernel``: DiagAtt on the rows as given or on Gaussian-kernel rows, and the choice between them."""
+"""``kernel``: DiagAtt on the rows as given, with their squares or as Gaussian-kernel rows, and the choice."""
 
 import pickle
 
@@ -35,6 +35,23 @@ def test_rbf_rows_fit_predict_and_pickle(spread_bags):
     np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
     with pytest.raises(ValueError, match=r"X\[0\] has 3 features, expected 4"):
         clf.predict([np.ones((2, 3))])
+
+
+def test_squares_rows_are_the_standardized_rows_and_their_squares(spread_bags):
+    X, y = spread_bags
+    clf = DiagAttClassifier(kernel="squares", **FAST).fit(X, y)
+    assert clf.kernel_ == "squares" and clf.params_["W"].shape == (1, 8, 8)
+    rows = np.concatenate(X)
+    Z = (rows - rows.mean(0)) / rows.std(0)
+    np.testing.assert_allclose(clf.row_map_.transform(rows), np.hstack([Z, Z**2]), rtol=1e-5, atol=1e-5)
+    # The spread of the rows is the label: mean-pooled squares separate the bags.
+    assert clf.score(X, y) > 0.9
+    assert [a.shape for a in clf.attention(X[:3])] == [(1, len(x)) for x in X[:3]]
+    proba = clf.predict_proba(X)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), proba)
+    np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
+    with pytest.raises(ValueError, match="kernel='squares' needs the samples in memory"):
+        DiagAttClassifier(kernel="squares", **FAST).fit_chunks([(X[:80], y[:80]), (X[80:], y[80:])])
 
 
 def test_auto_takes_kernel_rows_only_where_they_predict_better(spread_bags, reg_data):

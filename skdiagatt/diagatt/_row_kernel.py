@@ -1,4 +1,7 @@
-"""DiagAtt's rows as given, or mapped into a Gaussian kernel's feature space; ``kernel="auto"`` chooses.
+"""DiagAtt's rows as given, with their squares, or in a Gaussian kernel's feature space.
+
+``kernel="auto"`` chooses between the rows as given and the Gaussian kernel's
+rows; ``kernel="squares"`` is chosen by hand.
 
 The read-out ``b + sum_r <sum_l kappa_rl x_l, v_r>`` is linear in the rows.
 Mapped by a feature map ``phi`` of the Gaussian kernel ``k(x, x') = exp(-gamma
@@ -11,6 +14,13 @@ is the Nystroem approximation of :class:`sklearn.kernel_approximation.Nystroem`
 (Williams and Seeger, NIPS 2001) on the standardized rows, with ``gamma =
 1 / d``: standardized rows lie about ``sqrt(2 d)`` apart, where the kernel
 is ``exp(-2)``.
+
+``kernel="squares"`` appends each standardized feature's square to the row,
+``phi(z) = (z, z * z)``: the pooled rows are then the attention-weighted
+first and second moments of every feature, so a bag can be told by the
+spread of a feature among its instances as well as by its mean (the mean
+and standard deviation of each feature summarise a bag in Gaertner et
+al.'s statistic kernel).  It doubles ``d``.
 
 ``kernel="auto"`` lets the targets decide, as the start does
 (:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of largest
@@ -27,7 +37,7 @@ import copy
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from .._shared.sources import Samples
 from .._shared.whitening import preconditioner
@@ -50,6 +60,17 @@ def _kernel_map(samples, rng):
     return make_pipeline(StandardScaler(), nystroem).set_output(transform="default").fit(rows)
 
 
+def _with_squares(Z):
+    """``(Z, Z * Z)``: each row (N, d) followed by its features' squares (N, 2 d)."""
+    return np.hstack([Z, Z * Z])
+
+
+def _squares_map(samples):
+    """Standardize the rows of ``samples`` and append their squares (a fitted transformer)."""
+    rows = np.concatenate(samples).astype(np.float64)
+    return make_pipeline(StandardScaler(), FunctionTransformer(_with_squares)).set_output(transform="default").fit(rows)
+
+
 def map_rows(row_map, samples):
     """Each sample's rows through ``row_map`` (float32), or the samples themselves when it is None."""
     if row_map is None:
@@ -70,6 +91,8 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     """
     if kernel == "linear":
         return None, "linear"
+    if kernel == "squares":
+        return _squares_map(samples), "squares"
     rng = copy.deepcopy(random_state)
     if kernel == "rbf":
         return _kernel_map(samples, rng), "rbf"
@@ -128,9 +151,9 @@ class RowKernelMixin:
         if continued:  # a continued fit keeps the rows of the fit it continues
             row_map, name = self.row_map_, self.kernel_
         elif type(source) is not Samples:
-            if self.kernel == "rbf":
+            if self.kernel in ("rbf", "squares"):
                 raise ValueError(
-                    "kernel='rbf' needs the samples in memory (fit or partial_fit); fits on chunks or "
+                    f"kernel={self.kernel!r} needs the samples in memory (fit or partial_fit); fits on chunks or "
                     "across processes see the rows as given: use kernel='linear' there"
                 )
             row_map, name = None, "linear"
