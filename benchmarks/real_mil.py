@@ -14,6 +14,8 @@ same folds; differences against mean pooling are paired over folds.
     python benchmarks/real_mil.py --datasets musk1 --methods kernel-rows mean --out docs/results/real_mil_kernel.md
     python benchmarks/real_mil.py --datasets musk1 musk2 --methods kernel-rows mean --resume \
         --out docs/results/real_mil_kernel.md                  # one data set per invocation, each under 15 min
+    python benchmarks/real_mil.py --datasets elephant --methods defaults squares mean mean-std max --resume \
+        --out docs/results/real_mil_squares.md                 # then musk1, musk2; finally all three with --resume
 
 Per-fold results go to ``<out>.jsonl`` as they are measured, so a long run
 that is stopped keeps what it had; ``--resume`` skips the folds already there.
