@@ -26,11 +26,16 @@ def test_rbf_rows_fit_predict_and_pickle(spread_bags):
     X, y = spread_bags
     clf = DiagAttClassifier(kernel="rbf", **FAST).fit(X, y)
     assert clf.kernel_ == "rbf" and isinstance(clf.row_map_, Pipeline)
-    assert clf.n_features_in_ == 4 and clf.params_["W"].shape == (1, N_COMPONENTS, N_COMPONENTS)
+    # The standardized rows, their squares, then the Gaussian kernel's rows.
+    width = 2 * 4 + N_COMPONENTS
+    assert clf.n_features_in_ == 4 and clf.params_["W"].shape == (1, width, width)
     proba = clf.predict_proba(X)
     assert proba.shape == (len(X), 2) and np.all(np.isfinite(proba))
     assert [a.shape for a in clf.attention(X[:3])] == [(1, len(x)) for x in X[:3]]
-    assert clf.query_key_.shape == (1, N_COMPONENTS, N_COMPONENTS)
+    assert clf.query_key_.shape == (1, width, width)
+    rows = np.concatenate(X)
+    np.testing.assert_array_equal(clf.row_map_.transform(rows)[:, :8],
+                                  DiagAttClassifier(kernel="squares", **FAST).fit(X, y).row_map_.transform(rows))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), proba)
     np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
     with pytest.raises(ValueError, match=r"X\[0\] has 3 features, expected 4"):
@@ -80,7 +85,7 @@ def test_continued_fits_keep_the_rows_and_streams_see_them_as_given(spread_bags)
     clf = DiagAttClassifier(kernel="rbf", warm_start=True, **FAST).fit(X, y)
     row_map = clf.row_map_
     clf.fit(X, y)
-    assert clf.row_map_ is row_map and clf.params_["W"].shape[1] == N_COMPONENTS
+    assert clf.row_map_ is row_map and clf.params_["W"].shape[1] == 2 * 4 + N_COMPONENTS
     clf.partial_fit(X, y)
     assert clf.row_map_ is row_map
     with pytest.raises(ValueError, match="kernel='rbf' needs the samples in memory"):

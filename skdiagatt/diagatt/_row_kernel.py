@@ -13,7 +13,12 @@ kernel of multiple-instance learning (Gaertner et al., ICML 2002).  ``phi``
 is the Nystroem approximation of :class:`sklearn.kernel_approximation.Nystroem`
 (Williams and Seeger, NIPS 2001) on the standardized rows, with ``gamma =
 1 / d``: standardized rows lie about ``sqrt(2 d)`` apart, where the kernel
-is ``exp(-2)``.
+is ``exp(-2)``.  The kernel rows keep the standardized rows and their squares
+in front, ``phi(z) = (z, z * z, phi_rbf(z))``, the feature map of the sum of a
+linear, a diagonal quadratic and the Gaussian kernel: a hundred landmarks
+approximate the Gaussian kernel coarsely in many dimensions, and what the
+rows as given and their spreads show (a direction attention can single out,
+a feature told by its spread) must not be lost to that approximation.
 
 ``kernel="squares"`` appends each standardized feature's square to the row,
 ``phi(z) = (z, z * z)``: the pooled rows are then the attention-weighted
@@ -24,8 +29,9 @@ al.'s statistic kernel).  It doubles ``d``.
 
 ``kernel="auto"`` lets the targets decide, as the start does
 (:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of largest
-evidence, and the mean-pooled kernel rows are taken only when their
-cross-validated squared error is below that of every candidate start on the
+evidence, and the kernel rows are taken only when the mean-pooled rows of
+the Gaussian kernel's part have a cross-validated squared error below that of every
+candidate start on the
 rows as given (uniform, mixture and response: a signal that attention can
 single out shows in them) and that of the training folds' mean target (no
 rows at all) by more than one standard error of the paired difference.  The rows as given are the model the estimator assumes;
@@ -36,7 +42,7 @@ import copy
 
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import make_pipeline, make_union
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from .._shared.sources import Samples
@@ -52,17 +58,18 @@ N_COMPONENTS = 100
 _FOLDS = 3
 
 
-def _kernel_map(samples, rng):
-    """The Gaussian-kernel feature map fitted on the rows of ``samples``; its landmarks drawn by ``rng``."""
-    rows = np.concatenate(samples).astype(np.float64)
-    nystroem = Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
-                        random_state=rng.randint(2**31 - 1))
-    return make_pipeline(StandardScaler(), nystroem).set_output(transform="default").fit(rows)
-
-
 def _with_squares(Z):
     """``(Z, Z * Z)``: each row (N, d) followed by its features' squares (N, 2 d)."""
     return np.hstack([Z, Z * Z])
+
+
+def _kernel_map(samples, rng):
+    """The kernel rows' map ``(z, z * z, phi_rbf(z))`` fitted on the rows of ``samples``; landmarks drawn by ``rng``."""
+    rows = np.concatenate(samples).astype(np.float64)
+    nystroem = Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
+                        random_state=rng.randint(2**31 - 1))
+    union = make_union(FunctionTransformer(_with_squares), nystroem)
+    return make_pipeline(StandardScaler(), union).set_output(transform="default").fit(rows)
 
 
 def _squares_map(samples):
@@ -102,7 +109,9 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     row_map = _kernel_map(samples, rng)
     folds = rng.permutation(np.arange(len(samples)) % _FOLDS)
     errors = _linear_errors(samples, Y, w, folds, rng)
-    H = _mean_rows(map_rows(row_map, samples))
+    # Judged by the Gaussian kernel's part alone: is there a signal the rows
+    # as given do not show?  Taken, the map keeps the rows and their squares.
+    H = _mean_rows(map_rows(row_map, samples))[:, 2 * samples[0].shape[1]:]
     errors["rbf"] = _cv_errors(lambda train: (H[train], H[~train]), Y, w, folds)
     errors["constant"] = _constant_errors(Y, w, folds)
     if _one_standard_error(errors, w, [k for k in errors if k != "rbf"]) != "rbf":
