@@ -366,12 +366,13 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     kernel : {"auto", "linear", "squares", "rbf"}, default="auto"
         The rows the model sees.  "linear": as given.  "squares": standardized,
         with each feature's square appended (``2 d`` features), so that the
-        pooled rows carry each feature's weighted spread as well as its mean
-        (never chosen by "auto").  "rbf": mapped into a
-        Gaussian kernel's feature space (a Nystroem map of 100 landmark rows,
-        ``gamma = 1 / d`` on standardized rows), so that the read-out is
-        non-linear in the rows.  "auto": "rbf" only where its mean-pooled rows
-        predict better by more than a standard error (:mod:`skdiagatt.diagatt._row_kernel`).
+        pooled rows carry each feature's weighted spread as well as its mean.
+        "rbf": the "squares" rows followed by the rows mapped into a Gaussian
+        kernel's feature space (a Nystroem map of 100 landmark rows, ``gamma =
+        1 / d`` on standardized rows; ``2 d + 100`` features), so that the
+        read-out is non-linear in the rows.  "auto": "rbf" only where the
+        mean-pooled Gaussian features predict better by more than a standard
+        error (:mod:`skdiagatt.diagatt._row_kernel`).
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l``

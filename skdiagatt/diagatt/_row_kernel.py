@@ -28,14 +28,15 @@ and standard deviation of each feature summarise a bag in Gaertner et
 al.'s statistic kernel).  It doubles ``d``.
 
 ``kernel="auto"`` lets the targets decide, as the start does
-(:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of largest
-evidence, and the kernel rows are taken only when the mean-pooled rows of
-the Gaussian kernel's part have a cross-validated squared error below that of every
-candidate start on the
-rows as given (uniform, mixture and response: a signal that attention can
-single out shows in them) and that of the training folds' mean target (no
-rows at all) by more than one standard error of the paired difference.  The rows as given are the model the estimator assumes;
-on the simulators they stay the choice, and the fits are as they were.
+(:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of
+largest evidence, and the kernel rows are taken only when the mean-pooled
+rows of their Gaussian part have a cross-validated squared error below that
+of every candidate start on the rows as given (uniform, mixture and
+response: a signal that attention can single out shows in them) and that of
+the training folds' mean target (no rows at all) by more than one standard
+error of the paired difference.  The rows as given are the model the
+estimator assumes; on the simulators they stay the choice, and the fits are
+as they were.
 """
 
 import copy
