@@ -26,16 +26,11 @@ def test_rbf_rows_fit_predict_and_pickle(spread_bags):
     X, y = spread_bags
     clf = DiagAttClassifier(kernel="rbf", **FAST).fit(X, y)
     assert clf.kernel_ == "rbf" and isinstance(clf.row_map_, Pipeline)
-    # The standardized rows, their squares, then the Gaussian kernel's rows.
-    width = 2 * 4 + N_COMPONENTS
-    assert clf.n_features_in_ == 4 and clf.params_["W"].shape == (1, width, width)
+    assert clf.n_features_in_ == 4 and clf.params_["W"].shape == (1, N_COMPONENTS, N_COMPONENTS)
     proba = clf.predict_proba(X)
     assert proba.shape == (len(X), 2) and np.all(np.isfinite(proba))
     assert [a.shape for a in clf.attention(X[:3])] == [(1, len(x)) for x in X[:3]]
-    assert clf.query_key_.shape == (1, width, width)
-    rows = np.concatenate(X)
-    np.testing.assert_array_equal(clf.row_map_.transform(rows)[:, :8],
-                                  DiagAttClassifier(kernel="squares", **FAST).fit(X, y).row_map_.transform(rows))
+    assert clf.query_key_.shape == (1, N_COMPONENTS, N_COMPONENTS)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), proba)
     np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
     with pytest.raises(ValueError, match=r"X\[0\] has 3 features, expected 4"):
@@ -57,6 +52,18 @@ def test_squares_rows_are_the_standardized_rows_and_their_squares(spread_bags):
     np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
     with pytest.raises(ValueError, match="kernel='squares' needs the samples in memory"):
         DiagAttClassifier(kernel="squares", **FAST).fit_chunks([(X[:80], y[:80]), (X[80:], y[80:])])
+
+
+def test_squares_and_kernel_rows_are_the_squares_rows_then_the_kernel_rows(spread_bags):
+    X, y = spread_bags
+    both = DiagAttClassifier(kernel="squares+rbf", **FAST).fit(X, y)
+    assert both.kernel_ == "squares+rbf" and both.params_["W"].shape == (1, 8 + N_COMPONENTS, 8 + N_COMPONENTS)
+    rows = np.concatenate(X)
+    mapped = both.row_map_.transform(rows)
+    squares = DiagAttClassifier(kernel="squares", **FAST).fit(X, y).row_map_.transform(rows)
+    rbf = DiagAttClassifier(kernel="rbf", **FAST).fit(X, y).row_map_.transform(rows)
+    np.testing.assert_array_equal(mapped, np.hstack([squares, rbf]))
+    assert np.all(np.isfinite(both.predict_proba(X)))
 
 
 def test_auto_takes_kernel_rows_only_where_they_predict_better(spread_bags, reg_data):
@@ -85,7 +92,7 @@ def test_continued_fits_keep_the_rows_and_streams_see_them_as_given(spread_bags)
     clf = DiagAttClassifier(kernel="rbf", warm_start=True, **FAST).fit(X, y)
     row_map = clf.row_map_
     clf.fit(X, y)
-    assert clf.row_map_ is row_map and clf.params_["W"].shape[1] == 2 * 4 + N_COMPONENTS
+    assert clf.row_map_ is row_map and clf.params_["W"].shape[1] == N_COMPONENTS
     clf.partial_fit(X, y)
     assert clf.row_map_ is row_map
     with pytest.raises(ValueError, match="kernel='rbf' needs the samples in memory"):

@@ -61,7 +61,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         "rank": Either(Options(None), Integer(1)),
         "symmetric": Boolean(),
         "score_form": Options("affine", "quadratic"),
-        "kernel": Options("auto", "linear", "squares", "rbf"),
+        "kernel": Options("auto", "linear", "squares", "rbf", "squares+rbf"),
         "exclusive_heads": Boolean(),
         "alpha": Either(Options("auto"), Real(0.0, closed=True)),
         "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
@@ -363,16 +363,16 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
         distributions has the affine form; a quadratic form alone cannot tell
         ``x`` from ``-x`` (``docs/results/diagatt_training.md``).
-    kernel : {"auto", "linear", "squares", "rbf"}, default="auto"
+    kernel : {"auto", "linear", "squares", "rbf", "squares+rbf"}, default="auto"
         The rows the model sees.  "linear": as given.  "squares": standardized,
         with each feature's square appended (``2 d`` features), so that the
         pooled rows carry each feature's weighted spread as well as its mean.
-        "rbf": the "squares" rows followed by the rows mapped into a Gaussian
-        kernel's feature space (a Nystroem map of 100 landmark rows, ``gamma =
-        1 / d`` on standardized rows; ``2 d + 100`` features), so that the
-        read-out is non-linear in the rows.  "auto": "rbf" only where the
-        mean-pooled Gaussian features predict better by more than a standard
-        error (:mod:`skdiagatt.diagatt._row_kernel`).
+        "rbf": mapped into a Gaussian kernel's feature space (a Nystroem map of
+        100 landmark rows, ``gamma = 1 / d`` on standardized rows), so that the
+        read-out is non-linear in the rows.  "squares+rbf": the "squares" rows
+        followed by the "rbf" ones (``2 d + 100`` features).  "auto": "rbf"
+        only where its mean-pooled rows predict better by more than a standard
+        error (:mod:`skdiagatt.diagatt._row_kernel`); the others are set by hand.
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l``
@@ -481,9 +481,9 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
         "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"supervised mixture x1"``...).
     kernel_ : str
-        The rows the model sees, "linear", "squares" or "rbf" (what ``kernel="auto"`` chose).
+        The rows the model sees: ``kernel``, or what ``kernel="auto"`` chose ("linear" or "rbf").
     row_map_ : sklearn.pipeline.Pipeline or None
-        The fitted map of the rows under "squares" or "rbf"; ``params_`` live in its coordinates.
+        The fitted map of the rows (None: as given); ``params_`` live in its coordinates.
     y_mean_, y_scale_ : ndarray of shape (t,)
         Targets are standardized with these for training.
 

@@ -1,7 +1,7 @@
 """DiagAtt's rows as given, with their squares, or in a Gaussian kernel's feature space.
 
 ``kernel="auto"`` chooses between the rows as given and the Gaussian kernel's
-rows; ``kernel="squares"`` is chosen by hand.
+rows; ``"squares"`` and ``"squares+rbf"`` are chosen by hand.
 
 The read-out ``b + sum_r <sum_l kappa_rl x_l, v_r>`` is linear in the rows.
 Mapped by a feature map ``phi`` of the Gaussian kernel ``k(x, x') = exp(-gamma
@@ -13,25 +13,24 @@ kernel of multiple-instance learning (Gaertner et al., ICML 2002).  ``phi``
 is the Nystroem approximation of :class:`sklearn.kernel_approximation.Nystroem`
 (Williams and Seeger, NIPS 2001) on the standardized rows, with ``gamma =
 1 / d``: standardized rows lie about ``sqrt(2 d)`` apart, where the kernel
-is ``exp(-2)``.  The kernel rows keep the standardized rows and their squares
-in front, ``phi(z) = (z, z * z, phi_rbf(z))``, the feature map of the sum of a
-linear, a diagonal quadratic and the Gaussian kernel: a hundred landmarks
-approximate the Gaussian kernel coarsely in many dimensions, and what the
-rows as given and their spreads show (a direction attention can single out,
-a feature told by its spread) must not be lost to that approximation.
+is ``exp(-2)``.
 
 ``kernel="squares"`` appends each standardized feature's square to the row,
 ``phi(z) = (z, z * z)``: the pooled rows are then the attention-weighted
 first and second moments of every feature, so a bag can be told by the
 spread of a feature among its instances as well as by its mean (the mean
 and standard deviation of each feature summarise a bag in Gaertner et
-al.'s statistic kernel).  It doubles ``d``.
+al.'s statistic kernel).  It doubles ``d``.  ``kernel="squares+rbf"`` puts
+those rows in front of the Gaussian kernel's, ``phi(z) = (z, z * z,
+phi_rbf(z))``, the feature map of the sum of a linear, a diagonal quadratic
+and the Gaussian kernel: a hundred landmarks approximate the Gaussian kernel
+coarsely in many dimensions, and what the rows and their spreads show is not
+lost to that approximation.
 
 ``kernel="auto"`` lets the targets decide, as the start does
 (:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of
-largest evidence, and the kernel rows are taken only when the mean-pooled
-rows of their Gaussian part have a cross-validated squared error below that
-of every candidate start on the rows as given (uniform, mixture and
+largest evidence, and the kernel rows are taken only when their mean-pooled
+rows have a cross-validated squared error below that of every candidate start on the rows as given (uniform, mixture and
 response: a signal that attention can single out shows in them) and that of
 the training folds' mean target (no rows at all) by more than one standard
 error of the paired difference.  The rows as given are the model the
@@ -64,13 +63,16 @@ def _with_squares(Z):
     return np.hstack([Z, Z * Z])
 
 
-def _kernel_map(samples, rng):
-    """The kernel rows' map ``(z, z * z, phi_rbf(z))`` fitted on the rows of ``samples``; landmarks drawn by ``rng``."""
+def _kernel_map(samples, rng, squares=False):
+    """The Gaussian-kernel map ``phi_rbf(z)`` (or ``(z, z * z, phi_rbf(z))``) fitted on the rows of ``samples``.
+
+    ``z`` are the standardized rows; the landmarks are drawn by ``rng``.
+    """
     rows = np.concatenate(samples).astype(np.float64)
     nystroem = Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
                         random_state=rng.randint(2**31 - 1))
-    union = make_union(FunctionTransformer(_with_squares), nystroem)
-    return make_pipeline(StandardScaler(), union).set_output(transform="default").fit(rows)
+    features = make_union(FunctionTransformer(_with_squares), nystroem) if squares else nystroem
+    return make_pipeline(StandardScaler(), features).set_output(transform="default").fit(rows)
 
 
 def _squares_map(samples):
@@ -102,17 +104,15 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     if kernel == "squares":
         return _squares_map(samples), "squares"
     rng = copy.deepcopy(random_state)
-    if kernel == "rbf":
-        return _kernel_map(samples, rng), "rbf"
+    if kernel in ("rbf", "squares+rbf"):
+        return _kernel_map(samples, rng, squares=kernel == "squares+rbf"), kernel
     samples, Y, w = at_most(samples, np.asarray(Y, np.float64), sample_weight, rng)
     if len(samples) < 2 * _FOLDS:
         return None, "linear"  # too few samples to compare
     row_map = _kernel_map(samples, rng)
     folds = rng.permutation(np.arange(len(samples)) % _FOLDS)
     errors = _linear_errors(samples, Y, w, folds, rng)
-    # Judged by the Gaussian kernel's part alone: is there a signal the rows
-    # as given do not show?  Taken, the map keeps the rows and their squares.
-    H = _mean_rows(map_rows(row_map, samples))[:, 2 * samples[0].shape[1]:]
+    H = _mean_rows(map_rows(row_map, samples))
     errors["rbf"] = _cv_errors(lambda train: (H[train], H[~train]), Y, w, folds)
     errors["constant"] = _constant_errors(Y, w, folds)
     if _one_standard_error(errors, w, [k for k in errors if k != "rbf"]) != "rbf":
@@ -161,7 +161,7 @@ class RowKernelMixin:
         if continued:  # a continued fit keeps the rows of the fit it continues
             row_map, name = self.row_map_, self.kernel_
         elif type(source) is not Samples:
-            if self.kernel in ("rbf", "squares"):
+            if self.kernel not in ("auto", "linear"):
                 raise ValueError(
                     f"kernel={self.kernel!r} needs the samples in memory (fit or partial_fit); fits on chunks or "
                     "across processes see the rows as given: use kernel='linear' there"
