@@ -63,3 +63,14 @@ def test_bundled_benchmarks(name, n_bags, d):
     X, y = load_mil_benchmark(name)
     assert len(X) == n_bags and all(x.shape[1] == d for x in X)
     assert set(y.tolist()) == {0, 1}
+
+
+def test_a_module_that_shadows_the_data_package_is_named(tmp_path, monkeypatch):
+    from skdiagatt.datasets._files import package_file
+
+    write(tmp_path, "", name="skdiagatt_shadow_probe.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"skdiagatt_shadow_probe\.py, which shadows it"):
+        package_file("skdiagatt_shadow_probe", "data/x.csv", "probe==1")
+    with pytest.raises(ImportError, match="which is not installed"):
+        package_file("skdiagatt_no_such_package", "data/x.csv", "probe==1")

