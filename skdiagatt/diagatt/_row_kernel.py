@@ -30,12 +30,12 @@ lost to that approximation.
 ``kernel="auto"`` lets the targets decide, as the start does
 (:mod:`skdiagatt.diagatt._starts`): pooled rows feed the ridge read-out of
 largest evidence, and the kernel rows are taken only when their mean-pooled
-rows have a cross-validated squared error below that of every candidate start on the rows as given (uniform, mixture and
-response: a signal that attention can single out shows in them) and that of
-the training folds' mean target (no rows at all) by more than one standard
-error of the paired difference.  The rows as given are the model the
-estimator assumes; on the simulators they stay the choice, and the fits are
-as they were.
+rows have a cross-validated squared error below that of every candidate
+start on the rows as given (uniform, mixture and response: a signal that
+attention can single out shows in them) and that of the training folds' mean
+target (no rows at all) by more than one standard error of the paired
+difference.  The rows as given are the model the estimator assumes; on the
+simulators they stay the choice, and the fits are as they were.
 """
 
 import copy
@@ -63,22 +63,19 @@ def _with_squares(Z):
     return np.hstack([Z, Z * Z])
 
 
-def _kernel_map(samples, rng, squares=False):
-    """The Gaussian-kernel map ``phi_rbf(z)`` (or ``(z, z * z, phi_rbf(z))``) fitted on the rows of ``samples``.
+def _row_map(samples, *, squares, rng=None):
+    """A map of standardized rows ``z`` fitted on the rows of ``samples``.
 
-    ``z`` are the standardized rows; the landmarks are drawn by ``rng``.
+    It gives ``(z, z * z)`` with ``squares``, then the Gaussian kernel's rows
+    ``phi_rbf(z)`` when ``rng`` is given (it draws their landmarks).
     """
     rows = np.concatenate(samples).astype(np.float64)
-    nystroem = Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
-                        random_state=rng.randint(2**31 - 1))
-    features = make_union(FunctionTransformer(_with_squares), nystroem) if squares else nystroem
+    parts = [FunctionTransformer(_with_squares)] if squares else []
+    if rng is not None:
+        parts.append(Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
+                              random_state=rng.randint(2**31 - 1)))
+    features = parts[0] if len(parts) == 1 else make_union(*parts)
     return make_pipeline(StandardScaler(), features).set_output(transform="default").fit(rows)
-
-
-def _squares_map(samples):
-    """Standardize the rows of ``samples`` and append their squares (a fitted transformer)."""
-    rows = np.concatenate(samples).astype(np.float64)
-    return make_pipeline(StandardScaler(), FunctionTransformer(_with_squares)).set_output(transform="default").fit(rows)
 
 
 def map_rows(row_map, samples):
@@ -102,14 +99,14 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     if kernel == "linear":
         return None, "linear"
     if kernel == "squares":
-        return _squares_map(samples), "squares"
+        return _row_map(samples, squares=True), "squares"
     rng = copy.deepcopy(random_state)
     if kernel in ("rbf", "squares+rbf"):
-        return _kernel_map(samples, rng, squares=kernel == "squares+rbf"), kernel
+        return _row_map(samples, squares=kernel == "squares+rbf", rng=rng), kernel
     samples, Y, w = at_most(samples, np.asarray(Y, np.float64), sample_weight, rng)
     if len(samples) < 2 * _FOLDS:
         return None, "linear"  # too few samples to compare
-    row_map = _kernel_map(samples, rng)
+    row_map = _row_map(samples, squares=False, rng=rng)
     folds = rng.permutation(np.arange(len(samples)) % _FOLDS)
     errors = _linear_errors(samples, Y, w, folds, rng)
     H = _mean_rows(map_rows(row_map, samples))
