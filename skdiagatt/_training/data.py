@@ -258,7 +258,8 @@ def memory_data(samples, targets, pack=False, growth=FINE, weights=None, rng=Non
         The sample lengths of each chunk of a stream (None: uploaded whole).
     """
     lengths = np.array([s.shape[0] for s in samples])
-    padded = sum(bucket_length(int(p), growth) for p in lengths) * samples[0].shape[1] * samples[0].itemsize
+    # The bytes of the samples padded as make_buckets pads them.
+    padded = int(padded_lengths(lengths, growth).sum()) * samples[0].shape[1] * samples[0].itemsize
     n_chunks = math.ceil(padded / chunk_bytes())
     if rng is None or n_chunks <= 1:
         return training_data(samples, targets, pack, growth, weights), None
