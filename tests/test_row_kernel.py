@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
 from skdiagatt import DiagAttClassifier, DiagAttRegressor
-from skdiagatt.diagatt._row_kernel import N_COMPONENTS
+from skdiagatt.diagatt._row_kernel import MAX_SQUARES_WIDTH, N_COMPONENTS, _row_map
 
 FAST = dict(max_iter=3, random_state=0)
 
@@ -66,10 +66,24 @@ def test_squares_and_kernel_rows_are_the_squares_rows_then_the_kernel_rows(sprea
     assert np.all(np.isfinite(both.predict_proba(X)))
 
 
+def test_squares_leave_out_constant_features_and_keep_wide_blocks_to_their_principal_components():
+    rng = np.random.RandomState(0)
+    narrow = [np.hstack([rng.randn(6, 3), np.full((6, 1), 2.5)]) for _ in range(20)]
+    mapped = _row_map(narrow, "squares", np.random.RandomState(0)).transform(np.concatenate(narrow))
+    assert mapped.shape[1] == 6 and np.all(mapped.std(axis=0) > 0)
+    wide = [rng.randn(50, MAX_SQUARES_WIDTH // 2 + 10) for _ in range(12)]
+    rows = np.concatenate(wide)
+    one, two = (_row_map(wide, "squares+rbf", np.random.RandomState(3)).transform(rows) for _ in range(2))
+    assert one.shape == (len(rows), MAX_SQUARES_WIDTH + N_COMPONENTS)
+    np.testing.assert_array_equal(one, two)  # the sketch of the components is drawn by the estimator's seed
+
+
 def test_auto_takes_kernel_rows_only_where_they_predict_better(spread_bags, reg_data):
     X, y = spread_bags
     clf = DiagAttClassifier(**FAST).fit(X, y)
-    assert clf.kernel_ == "rbf" and clf.score(X, y) > 0.9
+    # Judged by its Gaussian rows, the map then carries the rows and their squares in front of them.
+    assert clf.kernel_ == "squares+rbf" and clf.score(X, y) > 0.9
+    np.testing.assert_array_equal(clf.params_["W"].shape, (1, 8 + N_COMPONENTS, 8 + N_COMPONENTS))
     assert DiagAttClassifier(kernel="linear", **FAST).fit(X, y).row_map_ is None
     # A signal row that attention can single out: the rows as given stay.
     Xr, yr, _, _ = reg_data

@@ -365,14 +365,15 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         ``x`` from ``-x`` (``docs/results/diagatt_training.md``).
     kernel : {"auto", "linear", "squares", "rbf", "squares+rbf"}, default="auto"
         The rows the model sees.  "linear": as given.  "squares": standardized,
-        with each feature's square appended (``2 d`` features), so that the
-        pooled rows carry each feature's weighted spread as well as its mean.
-        "rbf": mapped into a Gaussian kernel's feature space (a Nystroem map of
-        100 landmark rows, ``gamma = 1 / d`` on standardized rows), so that the
-        read-out is non-linear in the rows.  "squares+rbf": the "squares" rows
-        followed by the "rbf" ones (``2 d + 100`` features).  "auto": "rbf"
-        only where its mean-pooled rows predict better by more than a standard
-        error (:mod:`skdiagatt.diagatt._row_kernel`); the others are set by hand.
+        with each feature's square appended (``2 d`` features, constant ones
+        left out, at most 400: wider, their leading principal components), so
+        that the pooled rows carry each feature's weighted spread as well as
+        its mean.  "rbf": mapped into a Gaussian kernel's feature space (a
+        Nystroem map of 100 landmark rows, ``gamma = 1 / d`` on standardized
+        rows), so that the read-out is non-linear in the rows.  "squares+rbf":
+        the "squares" rows followed by the "rbf" ones.  "auto": "squares+rbf"
+        where the mean-pooled "rbf" rows predict better by more than a standard
+        error, else "linear" (:mod:`skdiagatt.diagatt._row_kernel`).
     exclusive_heads : bool, default=True
         Heads compete for rows: head r's softmax also weighs each row by the
         other heads' ``1 - kappa_l``
@@ -481,7 +482,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
         "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"supervised mixture x1"``...).
     kernel_ : str
-        The rows the model sees: ``kernel``, or what ``kernel="auto"`` chose ("linear" or "rbf").
+        The rows the model sees: ``kernel``, or what ``kernel="auto"`` chose ("linear" or "squares+rbf").
     row_map_ : sklearn.pipeline.Pipeline or None
         The fitted map of the rows (None: as given); ``params_`` live in its coordinates.
     y_mean_, y_scale_ : ndarray of shape (t,)
