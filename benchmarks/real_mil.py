@@ -111,6 +111,7 @@ def methods():
             RowStandardScaler(), DiagAttClassifier(kernel="linear", whiten=False, random_state=0)
         ),
         "three-heads": make_pipeline(RowStandardScaler(), DiagAttClassifier(n_heads=3, random_state=0)),
+        "rbf": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="rbf", random_state=0)),
         "squares": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="squares", random_state=0)),
         "squares-rbf": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="squares+rbf", random_state=0)),
         "max-row": make_pipeline(RowStandardScaler(), FunctionTransformer(_with_max_row),
@@ -127,6 +128,7 @@ LABELS = {
     "mean": "mean-pooled rows, StandardScaler + LogisticRegressionCV",
     "max": "max-pooled rows, same",
     "mean-std": "each feature's mean and standard deviation over the rows, same",
+    "rbf": 'DiagAttClassifier(kernel="rbf"): Gaussian-kernel rows',
     "squares": 'DiagAttClassifier(kernel="squares"): the rows and their squares',
     "squares-rbf": 'DiagAttClassifier(kernel="squares+rbf"): the rows, their squares and Gaussian-kernel rows',
     "no-whitening": "DiagAttClassifier(whiten=False)",
