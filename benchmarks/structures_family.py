@@ -15,6 +15,9 @@ law costs.
     python benchmarks/structures_family.py                        # 3 data seeds (about 8 min on 2 cores)
     python benchmarks/structures_family.py --seeds 0 --out /tmp/structures_family.md
     python benchmarks/structures_family.py --structures location --settings default t --n-train 300
+    python benchmarks/structures_family.py --settings low-snr --ranks full 4 8 --out docs/results/structures_family_rank.md
+
+``--ranks`` sets DiagAtt's ``rank`` (``full``: None, the default), one row per rank.
 """
 
 import argparse
@@ -50,15 +53,15 @@ def _machine():
             f"jax {jax.__version__} ({jax.default_backend()}), skdiagatt {skdiagatt.__version__}")
 
 
-def run(structure, setting, seed, n_train, n_test):
-    """One data set, one fit of the defaults: its scores and those of the Bayes references."""
+def run(structure, setting, seed, n_train, n_test, rank=None):
+    """One data set, one fit of the defaults (but ``rank``): its scores and those of the Bayes references."""
     X, y, rows, truth = make_structured_regression(n_train + n_test, structure, random_state=seed,
                                                    **SETTINGS[setting])
     Xt, yt, rows = X[n_train:], y[n_train:], rows[n_train:]
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        est = DiagAttRegressor(random_state=0).fit(X[:n_train], y[:n_train])
+        est = DiagAttRegressor(rank=rank, random_state=0).fit(X[:n_train], y[:n_train])
     out = {
         "crlr": crlr(rows, est.localize(Xt)),
         "rmse": rmse(yt, est.predict(Xt)),
@@ -106,6 +109,7 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="data seeds (random_state)")
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--n-test", type=int, default=2000)
+    parser.add_argument("--ranks", nargs="+", default=["full"], help="DiagAtt's rank: full (None) or an integer")
     parser.add_argument("--out", default=os.path.join(RESULTS, "structures_family.md"))
     args = parser.parse_args(argv)
     command = ("python benchmarks/structures_family.py "
@@ -114,10 +118,13 @@ def main(argv=None):
     results = {}
     for structure in args.structures:
         for setting in args.settings:
-            results[structure, setting] = []
-            for seed in args.seeds:
-                results[structure, setting].append(run(structure, setting, seed, args.n_train, args.n_test))
-                print(f"{structure} {setting} seed {seed}: {results[structure, setting][-1]}", flush=True)
+            for rank in args.ranks:
+                label = setting if rank == "full" else f"{setting}, rank {rank}"
+                runs = results[structure, label] = []
+                for seed in args.seeds:
+                    runs.append(run(structure, setting, seed, args.n_train, args.n_test,
+                                    None if rank == "full" else int(rank)))
+                    print(f"{structure} {label} seed {seed}: {runs[-1]}", flush=True)
     lines = [
         "# DiagAtt on the structured simulator's family: low signal-to-noise, t and clustered backgrounds",
         "",
@@ -132,7 +139,8 @@ def main(argv=None):
         f"data seeds {', '.join(map(str, args.seeds))}.  Settings: `default` (Gaussian background, "
         "`snr=\"high\"`), `low-snr` (`snr=\"low\"`), `t` (`background=\"t\"`, `df=3`), `clusters` "
         "(`background=\"clusters\"`, 4 clusters, `cluster_separation=4`).  DiagAtt is "
-        "`DiagAttRegressor(random_state=0)` with every other parameter at its default; its CRLR is that of "
+        "`DiagAttRegressor(random_state=0)` with every other parameter at its default (but `rank` where a "
+        "row names it); its CRLR is that of "
         "`est.localize(X_test)`.  The Bayes columns know the simulator's laws; the Gaussian-background "
         "column replaces a t or clustered background by the Gaussian of its mean and covariance "
         "(`gaussian_background_truth`).  Cells: mean over the data seeds (min – max).",
