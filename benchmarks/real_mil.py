@@ -111,6 +111,8 @@ def methods():
             RowStandardScaler(), DiagAttClassifier(kernel="linear", whiten=False, random_state=0)
         ),
         "three-heads": make_pipeline(RowStandardScaler(), DiagAttClassifier(n_heads=3, random_state=0)),
+        "rank-4": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=4, random_state=0)),
+        "rank-16": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=16, random_state=0)),
         "rbf": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="rbf", random_state=0)),
         "squares": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="squares", random_state=0)),
         "squares-rbf": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="squares+rbf", random_state=0)),
@@ -141,6 +143,8 @@ LABELS = {
     "linear-rows": 'DiagAttClassifier(kernel="linear"): the rows as given',
     "linear-rows-no-whitening": 'DiagAttClassifier(kernel="linear", whiten=False)',
     "three-heads": "DiagAttClassifier(n_heads=3)",
+    "rank-4": "DiagAttClassifier(rank=4): W = L L^T of rank 4",
+    "rank-16": "DiagAttClassifier(rank=16)",
     "max-row": "each bag with its per-feature maximum as one more row, then DiagAttClassifier defaults",
 }
 #: The methods of the default run; the ablations are opt-in.
