@@ -71,6 +71,11 @@ def _with_squares(Z):
     return np.hstack([Z, Z * Z])
 
 
+def _n_landmarks(n_rows):
+    """The Nystroem map's landmark rows, hence its width: ``N_COMPONENTS`` or all the rows."""
+    return min(N_COMPONENTS, n_rows)
+
+
 def _squares_block(rows, seed):
     """``(z, z * z)`` of the non-constant standardized features, at most ``MAX_SQUARES_WIDTH`` wide.
 
@@ -98,8 +103,7 @@ def _row_map(samples, kernel, rng):
     seed = rng.randint(2**31 - 1)
     parts = [_squares_block(rows, seed)] if kernel != "rbf" else []
     if kernel != "squares":
-        parts.append(Nystroem(gamma=1.0 / rows.shape[1], n_components=min(N_COMPONENTS, len(rows)),
-                              random_state=seed))
+        parts.append(Nystroem(gamma=1.0 / rows.shape[1], n_components=_n_landmarks(len(rows)), random_state=seed))
     features = parts[0] if len(parts) == 1 else make_union(*parts)
     return make_pipeline(StandardScaler(), features).set_output(transform="default").fit(rows)
 
@@ -134,8 +138,7 @@ def fit_row_map(kernel, samples, Y, sample_weight, random_state):
     folds = rng.permutation(np.arange(len(samples)) % _FOLDS)
     errors = _linear_errors(samples, Y, w, folds, rng)
     # Judged by the Gaussian rows alone: the map's last columns.
-    gaussian = min(N_COMPONENTS, sum(map(len, samples)))
-    H = _mean_rows(map_rows(row_map, samples))[:, -gaussian:]
+    H = _mean_rows(map_rows(row_map, samples))[:, -_n_landmarks(sum(map(len, samples))):]
     errors["rbf"] = _cv_errors(lambda train: (H[train], H[~train]), Y, w, folds)
     errors["constant"] = _constant_errors(Y, w, folds)
     if _one_standard_error(errors, w, [k for k in errors if k != "rbf"]) != "rbf":
