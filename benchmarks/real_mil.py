@@ -115,6 +115,10 @@ def methods():
             RowStandardScaler(), DiagAttClassifier(kernel="linear", whiten=False, random_state=0)
         ),
         "three-heads": make_pipeline(RowStandardScaler(), DiagAttClassifier(n_heads=3, random_state=0)),
+        "full-w": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=None, random_state=0)),
+        "standard-mil-full-w": make_pipeline(
+            RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", rank=None, random_state=0)
+        ),
         "rank-4": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=4, random_state=0)),
         "rank-16": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=16, random_state=0)),
         "rbf": make_pipeline(RowStandardScaler(), DiagAttClassifier(kernel="rbf", random_state=0)),
@@ -147,6 +151,8 @@ LABELS = {
     "linear-rows": 'DiagAttClassifier(kernel="linear"): the rows as given',
     "linear-rows-no-whitening": 'DiagAttClassifier(kernel="linear", whiten=False)',
     "three-heads": "DiagAttClassifier(n_heads=3)",
+    "full-w": "DiagAttClassifier(rank=None): the full W as trained, its spectrum not shrunk",
+    "standard-mil-full-w": 'DiagAttClassifier(assumption="standard-mil", rank=None)',
     "rank-4": "DiagAttClassifier(rank=4): W = L L^T of rank 4",
     "rank-16": "DiagAttClassifier(rank=16)",
     "max-row": "each bag with its per-feature maximum as one more row, then DiagAttClassifier defaults",

@@ -2,8 +2,13 @@
 
 Writes ``docs/results/sample_efficiency.md`` and ``docs/results/sample_efficiency.png`` (the learning curve).
 
-    python benchmarks/sample_efficiency.py            # the full page (about 20 min on 2 cores)
-    python benchmarks/sample_efficiency.py --quick    # one seed, fewer sizes, into /tmp
+    python benchmarks/sample_efficiency.py            # one seed, fewer sizes, into /tmp
+    python benchmarks/sample_efficiency.py --sections paper-500 paper-1000   # measured into the page
+
+The page is measured section by section, each under 15 minutes on 2 cores
+(``--sections`` merges what it measures into the page's JSON and re-renders
+it): paper-500, paper-1000, paper-3000, paper-9000, structures, floor,
+classification, heads and timing.
 
 Every figure is the mean over data seeds of a test set of 2,000 samples; the
 Bayes references know the simulator's truth but not the rows.  Library
@@ -12,7 +17,6 @@ alpha_value=0``: uniform attention at the start, a fixed penalty towards it
 and no penalty on the read-out.
 
     python benchmarks/sample_efficiency.py --ablation # the alternatives, n = 500 and 1,000
-    python benchmarks/sample_efficiency.py --update floor,timing   # only these sections again
 """
 
 import argparse
@@ -147,24 +151,47 @@ def floor(structures, sizes, states):
     return out
 
 
-def measure(sizes, seeds, states, quick):
-    """Every measurement of the page, as a dict of lists of per-run dicts."""
-    data = {"paper": {}, "zeros": {}, "structures": {}, "floor": {}, "classification": {}, "heads": {}}
-    for n in sizes:
-        data["paper"][n] = [regression("paper", n, s, baselines=True) for s in seeds]
-        data["zeros"][n] = [regression("paper", n, s, **UNIFORM) for s in seeds]
-        print(f"paper n={n}: {json.dumps(data['paper'][n][0])}", flush=True)
-    for structure in SIGNAL_STRUCTURES:
-        data["structures"][structure] = [regression(structure, 1000, s) for s in seeds]
-        print(f"{structure}: {json.dumps(data['structures'][structure][0])}", flush=True)
-    data["floor"] = floor(("paper",) + SIGNAL_STRUCTURES, (100,) if quick else (100, 300), states)
-    for n in (100, 300, 500, 1000):
-        data["classification"][n] = [classification(n, 0, r) for r in states]
-        print(f"classification n={n}: {json.dumps(data['classification'][n][0])}", flush=True)
-    for s in (2, 3):
-        data["heads"][s] = [regression("paper", 3000, seed, n_signal=s) for seed in seeds[:1 if quick else 3]]
-        print(f"s={s}: {json.dumps(data['heads'][s][0])}", flush=True)
-    return data
+def sections(quick):
+    """Section name -> a function measuring that part of the page (a dict to merge into its data)."""
+    sizes = (500, 1000) if quick else (500, 1000, 3000, 9000)
+    seeds = (0,) if quick else (0, 1, 2)
+    states = (0, 1) if quick else (0, 1, 2, 3, 4)
+
+    def paper(n):
+        runs = [regression("paper", n, s, baselines=True) for s in seeds]
+        print(f"paper n={n}: {json.dumps(runs[0])}", flush=True)
+        return {"paper": {n: runs}, "zeros": {n: [regression("paper", n, s, **UNIFORM) for s in seeds]}}
+
+    def structures():
+        return {"structures": {s: [regression(s, 1000, seed) for seed in seeds] for s in SIGNAL_STRUCTURES}}
+
+    def classifications():
+        return {"classification": {n: [classification(n, 0, r) for r in states] for n in (100, 300, 500, 1000)}}
+
+    def heads():
+        return {"heads": {s: [regression("paper", 3000, seed, n_signal=s) for seed in seeds[:1 if quick else 3]]
+                          for s in (2, 3)}}
+
+    out = {f"paper-{n}": (lambda n=n: paper(n)) for n in sizes}
+    out.update({
+        "structures": structures,
+        "floor": lambda: {"floor": floor(("paper",) + SIGNAL_STRUCTURES, (100,) if quick else (100, 300), states)},
+        "classification": classifications,
+        "heads": heads,
+    })
+    if not quick:
+        out["timing"] = lambda: {"timing": timing()}
+    return out
+
+
+def _merge(data, part):
+    """``part`` into ``data``: a section's sizes replace those sizes, a whole section replaces the section."""
+    for key, value in part.items():
+        if isinstance(value, dict) and key in ("paper", "zeros"):
+            data.setdefault(key, {}).update(value)
+            data[key] = dict(sorted(data[key].items()))
+        else:
+            data[key] = value
 
 
 def _paper_table(data):
@@ -300,29 +327,21 @@ def render(data, machine, png):
         f"Machine: {machine}",
         "",
         "Test sets of 2,000 samples; means over the data seeds; `random_state=0` unless stated.",
-        "",
-        "## Paper structure, s = 1, p = 100, d = 70",
-        "",
-    ] + _paper_table(data) + [
-        "",
-        f"![learning curve]({os.path.basename(png)})",
-        "",
-        "## Other signal structures, n = 1,000 (`skdiagatt.datasets.make_structured_regression`)",
-        "",
-    ] + _structure_table(data) + [
-        "",
-        "## The floor: small n, every structure, 5 values of `random_state` (data seed 0)",
-        "",
-    ] + _floor_table(data) + [
-        "",
-        "## Classification (`make_individualized_classification`, p = 100, d = 70), 5 values of "
-        "`random_state` (data seed 0)",
-        "",
-    ] + _classification_table(data) + [
-        "",
-        "## Several signal rows (Table 2 settings), n = 3,000, `n_heads` = s",
-        "",
-    ] + _heads_table(data)
+    ]
+    parts = [
+        ("paper", "Paper structure, s = 1, p = 100, d = 70",
+         lambda: _paper_table(data) + ["", f"![learning curve]({os.path.basename(png)})"]),
+        ("structures", "Other signal structures, n = 1,000 (`skdiagatt.datasets.make_structured_regression`)",
+         lambda: _structure_table(data)),
+        ("floor", "The floor: small n, every structure, 5 values of `random_state` (data seed 0)",
+         lambda: _floor_table(data)),
+        ("classification", "Classification (`make_individualized_classification`, p = 100, d = 70), 5 values of "
+         "`random_state` (data seed 0)", lambda: _classification_table(data)),
+        ("heads", "Several signal rows (Table 2 settings), n = 3,000, `n_heads` = s", lambda: _heads_table(data)),
+    ]
+    for key, title, table in parts:
+        if key in data:  # a page built section by section shows what it has measured
+            lines += ["", f"## {title}", ""] + table()
     return "\n".join(lines) + "\n"
 
 
@@ -340,16 +359,17 @@ def ablation(seeds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, n = 500 and 1,000 only")
+    parser.add_argument("--sections", nargs="+", default=None,
+                        help="measure these sections of the page at full size and merge them into it "
+                             "(paper-500 paper-1000 paper-3000 paper-9000 structures floor classification heads "
+                             "timing); without, every section at quick size into /tmp")
     parser.add_argument("--out", default=None, help="markdown file to write")
     parser.add_argument("--ablation", action="store_true", help="the alternatives to the defaults")
-    parser.add_argument("--update", default=None,
-                        help="re-measure only these sections of the page's JSON (comma-separated: floor, timing)")
     args = parser.parse_args(argv)
     command = "python benchmarks/sample_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.ablation:
         start = time.perf_counter()
-        lines = ablation((0,) if args.quick else (0, 1, 2))
+        lines = ablation((0, 1, 2))
         out = args.out or os.path.join(RESULTS, "sample_efficiency_ablation.md")
         head = ["# What decided the start and the penalty of DiagAtt", "", f"Command: `{command.strip()}`",
                 "", f"Machine: {_machine()}", "", f"Wall time: {time.perf_counter() - start:.0f} s", "",
@@ -358,27 +378,25 @@ def main(argv=None):
             fh.write("\n".join(head + lines) + "\n")
         print(f"wrote {out}")
         return
-    out = args.out or (os.path.join("/tmp", "sample_efficiency.md") if args.quick
+    quick = not args.sections
+    out = args.out or (os.path.join("/tmp", "sample_efficiency.md") if quick
                        else os.path.join(RESULTS, "sample_efficiency.md"))
-    sizes = (500, 1000) if args.quick else (500, 1000, 3000, 9000)
-    seeds = (0,) if args.quick else (0, 1, 2)
-    states = (0, 1) if args.quick else (0, 1, 2, 3, 4)
+    parts = sections(quick)
+    unknown = set(args.sections or ()) - set(parts)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {list(parts)}")
+    data, previous = {"runs": []}, os.path.splitext(out)[0] + ".json"
+    if not quick and os.path.exists(previous):
+        with open(previous) as fh:
+            data = {k: ({int(n) if n.isdigit() else n: v for n, v in d.items()} if isinstance(d, dict) else d)
+                    for k, d in json.load(fh).items()}
     start = time.perf_counter()
-    if args.update:
-        with open(os.path.splitext(out)[0] + ".json") as fh:
-            data = json.load(fh)
-        data = {k: ({int(n) if n.isdigit() else n: v for n, v in d.items()} if isinstance(d, dict) else d)
-                for k, d in data.items()}
-        sections = args.update.split(",")
-        if "floor" in sections:
-            data["floor"] = floor(("paper",) + SIGNAL_STRUCTURES, (100, 300), states)
-        if "timing" in sections:
-            data["timing"] = timing()
-    else:
-        data = measure(sizes, seeds, states, args.quick)
+    for name in args.sections or parts:
+        _merge(data, parts[name]())
     data["runs"] = data.get("runs", []) + [{"command": command.strip(), "wall": time.perf_counter() - start}]
     png = os.path.splitext(out)[0] + ".png"
-    figure(data, png)
+    if "paper" in data:
+        figure(data, png)
     with open(os.path.splitext(out)[0] + ".json", "w") as fh:
         json.dump(data, fh, indent=1)
     with open(out, "w") as fh:

@@ -15,9 +15,9 @@ law costs.
     python benchmarks/structures_family.py                        # 3 data seeds (about 8 min on 2 cores)
     python benchmarks/structures_family.py --seeds 0 --out /tmp/structures_family.md
     python benchmarks/structures_family.py --structures location --settings default t --n-train 300
-    python benchmarks/structures_family.py --settings low-snr --ranks full 4 8 --out docs/results/structures_family_rank.md
+    python benchmarks/structures_family.py --settings low-snr --ranks auto full 4 --out docs/results/structures_family_rank.md
 
-``--ranks`` sets DiagAtt's ``rank`` (``full``: None, the default), one row per rank.
+``--ranks`` sets DiagAtt's ``rank`` (``auto``, the default; ``full``: None; or an integer), one row per rank.
 """
 
 import argparse
@@ -53,7 +53,12 @@ def _machine():
             f"jax {jax.__version__} ({jax.default_backend()}), skdiagatt {skdiagatt.__version__}")
 
 
-def run(structure, setting, seed, n_train, n_test, rank=None):
+def _rank(name):
+    """``--ranks`` word -> DiagAtt's ``rank``."""
+    return name if name == "auto" else None if name == "full" else int(name)
+
+
+def run(structure, setting, seed, n_train, n_test, rank="auto"):
     """One data set, one fit of the defaults (but ``rank``): its scores and those of the Bayes references."""
     X, y, rows, truth = make_structured_regression(n_train + n_test, structure, random_state=seed,
                                                    **SETTINGS[setting])
@@ -109,7 +114,8 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="data seeds (random_state)")
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--n-test", type=int, default=2000)
-    parser.add_argument("--ranks", nargs="+", default=["full"], help="DiagAtt's rank: full (None) or an integer")
+    parser.add_argument("--ranks", nargs="+", default=["auto"],
+                        help="DiagAtt's rank: auto (the default), full (None) or an integer")
     parser.add_argument("--out", default=os.path.join(RESULTS, "structures_family.md"))
     args = parser.parse_args(argv)
     command = ("python benchmarks/structures_family.py "
@@ -119,11 +125,11 @@ def main(argv=None):
     for structure in args.structures:
         for setting in args.settings:
             for rank in args.ranks:
-                label = setting if rank == "full" else f"{setting}, rank {rank}"
+                label = setting if rank == "auto" else f"{setting}, rank {rank}"
                 runs = results[structure, label] = []
                 for seed in args.seeds:
                     runs.append(run(structure, setting, seed, args.n_train, args.n_test,
-                                    None if rank == "full" else int(rank)))
+                                    _rank(rank)))
                     print(f"{structure} {label} seed {seed}: {runs[-1]}", flush=True)
     lines = [
         "# DiagAtt on the structured simulator's family: low signal-to-noise, t and clustered backgrounds",

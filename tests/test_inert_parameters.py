@@ -34,7 +34,7 @@ def _fit(est, X, y):
 
 CASES = [
     (DiagAttRegressor, {}, {"validation_fraction": 0.3}, "early_stopping=False"),
-    (DiagAttRegressor, {}, {"symmetric": False}, "rank=None"),
+    (DiagAttRegressor, {}, {"symmetric": False}, "rank='auto'"),
     (DiagAttRegressor, {}, {"exclusive_heads": False}, "n_heads=1"),
     (DiagAttRegressor, {}, {"value_refit": True}, "alpha_value='auto'"),
     (DiagAttRegressor, {"objective": "attention"}, {"calibration_iter": 3}, "objective='attention'"),

@@ -178,6 +178,10 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         """Hook: map the source's rows into the model's coordinates; returns their dimension (here as given)."""
         return source.n_features
 
+    def _after_main_phase(self, params):
+        """The parameters a full fit's main phase hands to the next (here as trained)."""
+        return params
+
     def _refit_readout(self, params, frozen, data, family):
         """The trained parameters after any exact refit of the read-out (none here)."""
         return params
@@ -346,6 +350,7 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             results.append(result)
             if k == 0 and not incremental:
                 self._warn_unconverged(result)
+                params = self._after_main_phase(params)
         return params, results
 
     def _cycles(self, loss_fn, phase, trained, fixed, train, run):

@@ -23,6 +23,7 @@ from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
 from ._mixture import MAX_SAMPLES
 from ._readout import cv_logistic_readout, refit_readout
 from ._row_kernel import RowKernelMixin
+from ._spectrum import shrink_spectrum
 from ._starts import data_start, scores_into_params
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
@@ -58,7 +59,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         **TwoPhaseEstimator._parameter_rules,
         "n_heads": Integer(1),
         "temperature": Either(Options(None), Real(0.0)),
-        "rank": Either(Options(None), Integer(1)),
+        "rank": Either(Options("auto", None), Integer(1)),
         "symmetric": Boolean(),
         "score_form": Options("affine", "quadratic"),
         "kernel": Options("auto", "linear", "squares", "rbf", "squares+rbf"),
@@ -72,7 +73,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
     }
     _inert_when = {
         **TwoPhaseEstimator._inert_when,
-        "symmetric": lambda est: "rank=None (a full W)" if est.rank is None else None,
+        "symmetric": lambda est: f"rank={est.rank!r} (a full W)" if est.rank is None or est.rank == "auto" else None,
         "exclusive_heads": lambda est: "n_heads=1" if est.n_heads == 1 else None,
         "value_refit": lambda est: "alpha_value='auto', which refits" if isinstance(est.alpha_value, str) else None,
     }
@@ -82,7 +83,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         n_heads=1,
         *,
         temperature=None,
-        rank=None,
+        rank="auto",
         symmetric=True,
         score_form="affine",
         kernel="auto",
@@ -143,7 +144,7 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
             "b": np.zeros(t, np.float32),
             "log_sigma": np.zeros(t, np.float32),
         }
-        if self.rank is None:
+        if self.rank is None or self.rank == "auto":
             params["W"] = np.zeros((R, d, d), np.float32)
         else:
             # L L^T has a saddle at L = 0: start the factors small but non-zero.
@@ -208,6 +209,13 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
             frozen["exclusion"] = np.float32(1.0)
         return frozen
 
+    def _after_main_phase(self, params):
+        """``rank="auto"``: the full ``W`` with its spectrum shrunk (:mod:`~skdiagatt.diagatt._spectrum`)."""
+        if self.rank != "auto" or "W" not in params:
+            return params
+        W, self._kept_ranks = shrink_spectrum(params["W"])
+        return {**params, "W": W}
+
     def _step_size(self):
         """``learning_rate``; "auto": 0.1 under standard-mil, whose scores must grow to several units, else 0.01."""
         auto = 0.1 if getattr(self, "_mil", False) else 0.01
@@ -236,7 +244,13 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         # A continued fit keeps the start of the fit it continues.
         if not continued:
             self.start_ = self.__dict__.pop("_chosen_start")
+        kept = self.__dict__.pop("_kept_ranks", None)  # partial_fit trains past any shrinkage
+        self.rank_ = kept if kept is not None else np.full(self.n_heads, self._form_rank(params))
         return self
+
+    def _form_rank(self, params):
+        """The rank each head's ``W`` can reach in its trained form (``L``'s columns, or ``d``)."""
+        return params["L"].shape[-1] if "L" in params else params["W"].shape[-1]
 
     def _accumulate_chunk(self, samples, statistics, weights=None):
         super()._accumulate_chunk(samples, statistics, weights)
@@ -353,9 +367,13 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         R, at most R distinct rows of interest per sample.
     temperature : float or None, default=None
         tau; None uses ``sqrt(n_features)`` as in the paper.
-    rank : int or None, default=None
-        None: full ``W_r`` (d x d).  An int q: ``W_r = L_r L_r^T`` (or
-        ``L_r M_r^T`` with ``symmetric=False``), rank q.
+    rank : "auto", int or None, default="auto"
+        None: full ``W_r`` (d x d).  "auto": full ``W_r`` whose spectrum is
+        then shrunk, before the calibration, to an isotropic part and the
+        directions that stand out of its estimation noise (the eigenvalues
+        outside the noise's semicircle, each shrunk to its optimal value;
+        ``rank_``; :mod:`skdiagatt.diagatt._spectrum`).  An int q:
+        ``W_r = L_r L_r^T`` (or ``L_r M_r^T`` with ``symmetric=False``), rank q.
     symmetric : bool, default=True
         Low-rank form, used when ``rank`` is set.
     score_form : {"affine", "quadratic"}, default="affine"
@@ -478,6 +496,10 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         (:func:`skdiagatt.plotting.plot_history` marks the switch).
     validation_scores_ : list of float or None
         Validation objective per epoch when ``early_stopping``.
+    rank_ : ndarray of shape (n_heads,)
+        The directions each head's scores keep: under ``rank="auto"`` the
+        eigenvalues of ``W_r`` outside its noise bulk (beside the isotropic
+        part), else the rank its form allows.
     start_ : str
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
         "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"supervised mixture x1"``...).
@@ -540,7 +562,7 @@ early_stopping, validation_fraction, random_state, verbose, callback, warm_start
         The logit(s) when every row's term (:meth:`row_contributions`) is 0:
         a float for two classes.
     params_, query_key_, linear_score_, preconditioner_, n_features_in_, feature_names_in_, n_iter_, \
-loss_curve_, loss_curve_phase_, validation_scores_, start_, kernel_, row_map_
+loss_curve_, loss_curve_phase_, validation_scores_, rank_, start_, kernel_, row_map_
         As in :class:`DiagAttRegressor` (t = 1 for two classes, else n_classes).
     sharpness_ : float
         Under ``assumption="standard-mil"``: the pooling's chosen ``rho``.
