@@ -23,7 +23,7 @@ from ._mil import STANDARD_MIL, AssumptionMixin, with_mil_rules
 from ._mixture import MAX_SAMPLES
 from ._readout import cv_logistic_readout, refit_readout
 from ._row_kernel import RowKernelMixin
-from ._spectrum import shrink_spectrum
+from ._spectrum import SpectrumRankMixin
 from ._starts import data_start, scores_into_params
 
 __all__ = ["DiagAttRegressor", "DiagAttClassifier"]
@@ -42,16 +42,15 @@ _pooled = jax.jit(pooled_rows)
 _contributions = jax.jit(row_contributions)
 
 
-class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
+class _DiagAttBase(SpectrumRankMixin, RowKernelMixin, TwoPhaseEstimator):
     """Fitting logic shared by the regressor and the classifier."""
 
     _loss_fn = staticmethod(diagatt_loss)
     _linear_predictor = staticmethod(_linear_predictor)
     _pack = True
     _start_samples = MAX_SAMPLES
-    # The inverse temperature stays out of the main phase: trained alongside W
-    # it would undo the penalty (W shrinks, the scale grows).  Calibration then
-    # fits it with v and b, W (and U) fixed.
+    # The inverse temperature stays out of the main phase (trained with W it would undo the
+    # penalty: W shrinks, the scale grows); calibration fits it with v and b, W and U fixed.
     _held = ("log_scale",)
     _calibrated = ("log_scale", "V", "b")
     _shape_parameters = ("n_heads", "rank", "symmetric", "score_form")
@@ -162,11 +161,10 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
     def _start(self, params, train, c, S, rng):
         """``init="mixture"`` / ``"auto"``: the start of the row scores from the data.
 
-        ``"mixture"``: the scores of the rows' Gaussian mixture
-        (:mod:`skdiagatt.diagatt._mixture`), one signal component per head.
-        ``"auto"``: the candidate start of least cross-validated error of its
-        read-out (:mod:`skdiagatt.diagatt._starts`).  Scores enter at the temperature of
-        ``log_scale = 0``; a low-rank ``W`` starts from the positive part of ``A``.
+        ``"mixture"``: the scores of the rows' Gaussian mixture (:mod:`~skdiagatt.diagatt._mixture`),
+        one signal component per head; ``"auto"``: the candidate start of least cross-validated
+        error of its read-out (:mod:`~skdiagatt.diagatt._starts`).  Scores enter at the temperature
+        of ``log_scale = 0``; a low-rank ``W`` starts from the positive part of ``A``.
         """
         self._chosen_start = "zeros"
         if self.init == "zeros" or (self.init == "auto" and getattr(self, "_mil", False)):
@@ -188,10 +186,8 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         d = next(params[k] for k in ("W", "L") if k in params).shape[1]
         auto = _PRIOR_SAMPLES * (1.0 if getattr(self, "_mil", False) else max(1.0, d / _PRIOR_FEATURES)) / n
         alpha = auto if isinstance(self.alpha, str) else self.alpha
-        return {
-            "prior": {k: np.array(params[k]) for k in ("W", "L", "M", "U") if k in params},
-            "alpha": np.float32(alpha),
-        }
+        prior = {k: np.array(params[k]) for k in ("W", "L", "M", "U") if k in params}
+        return {"prior": prior, "alpha": np.float32(alpha)}
 
     def _temperature(self, d):
         """tau: ``temperature``, by default ``sqrt(d)`` as in the paper."""
@@ -208,13 +204,6 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         if self.exclusive_heads and self.n_heads > 1 and not getattr(self, "_mil", False):
             frozen["exclusion"] = np.float32(1.0)
         return frozen
-
-    def _after_main_phase(self, params):
-        """``rank="auto"``: the full ``W`` with its spectrum shrunk (:mod:`~skdiagatt.diagatt._spectrum`)."""
-        if self.rank != "auto" or "W" not in params:
-            return params
-        W, self._kept_ranks = shrink_spectrum(params["W"])
-        return {**params, "W": W}
 
     def _step_size(self):
         """``learning_rate``; "auto": 0.1 under standard-mil, whose scores must grow to several units, else 0.01."""
@@ -244,18 +233,12 @@ class _DiagAttBase(RowKernelMixin, TwoPhaseEstimator):
         # A continued fit keeps the start of the fit it continues.
         if not continued:
             self.start_ = self.__dict__.pop("_chosen_start")
-        kept = self.__dict__.pop("_kept_ranks", None)  # partial_fit trains past any shrinkage
-        self.rank_ = kept if kept is not None else np.full(self.n_heads, self._form_rank(params))
+        self._record_rank(params)
         return self
-
-    def _form_rank(self, params):
-        """The rank each head's ``W`` can reach in its trained form (``L``'s columns, or ``d``)."""
-        return params["L"].shape[-1] if "L" in params else params["W"].shape[-1]
 
     def _accumulate_chunk(self, samples, statistics, weights=None):
         super()._accumulate_chunk(samples, statistics, weights)
-        # Whole chunks until the mixture of the start has its samples: with
-        # one chunk, the same samples (and draws) as fit.
+        # Whole chunks until the start's mixture has its samples: one chunk draws as fit does.
         held = statistics.setdefault("start_samples", [])
         if len(held) < MAX_SAMPLES:
             held.extend(samples)
@@ -368,14 +351,11 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     temperature : float or None, default=None
         tau; None uses ``sqrt(n_features)`` as in the paper.
     rank : "auto", int or None, default="auto"
-        None: full ``W_r`` (d x d).  "auto": full ``W_r`` whose spectrum is
-        then shrunk, before the calibration, to an isotropic part and the
-        directions that stand out of its estimation noise (the eigenvalues
-        outside the noise's semicircle, each shrunk to its optimal value;
-        ``rank_``; :mod:`skdiagatt.diagatt._spectrum`).  An int q:
-        ``W_r = L_r L_r^T`` (or ``L_r M_r^T`` with ``symmetric=False``), rank q.
+        None: full ``W_r`` (d x d).  "auto": full ``W_r``, its spectrum then shrunk to an
+        isotropic part and the directions outside its noise bulk (:mod:`skdiagatt.diagatt._spectrum`).
+        An int q: ``W_r = L_r L_r^T`` (or ``L_r M_r^T`` with ``symmetric=False``), rank q.
     symmetric : bool, default=True
-        Low-rank form, used when ``rank`` is set.
+        Low-rank form, used when ``rank`` is an int.
     score_form : {"affine", "quadratic"}, default="affine"
         "affine": ``x^T W_r x + u_r^T x``; "quadratic": the paper's score
         ``x^T W_r x``.  The log-likelihood ratio of two Gaussian row
@@ -497,9 +477,8 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     validation_scores_ : list of float or None
         Validation objective per epoch when ``early_stopping``.
     rank_ : ndarray of shape (n_heads,)
-        The directions each head's scores keep: under ``rank="auto"`` the
-        eigenvalues of ``W_r`` outside its noise bulk (beside the isotropic
-        part), else the rank its form allows.
+        Directions each head keeps: under ``rank="auto"`` those outside the
+        noise bulk of ``W_r``, else the rank its form allows.
     start_ : str
         Where training started: ``"zeros"``, ``"mixture"``, or the candidate
         "auto" chose (``"uniform"``, ``"mixture x0.5"``, ``"supervised mixture x1"``...).

@@ -8,12 +8,13 @@ pin down: their median), the error's eigenvalues fill a semicircle of
 edge ``R = 2 sigma sqrt(d)`` around ``mu`` while each spike
 ``theta_k > R / 2`` shows at ``y_k = theta_k + R^2 / (4 theta_k)`` with an
 eigenvector of squared overlap ``1 - R^2 / (4 theta_k^2)`` with ``u_k``
-(Benaych-Georges and Nadakuditi, Adv. Math. 2011).  The eigenvalue that
+(Benaych-Georges and Nadakuditi, Adv. Math. 2011).  The value that
 minimizes the Frobenius error given that overlap is ``theta (1 - R^2 / (4
-theta^2))``, and 0 inside the bulk (Donoho, Gavish and Johnstone, Ann.
-Statist. 2018).  The edge is read from the median absolute eigenvalue, which
-the few spikes barely move (Gavish and Donoho, IEEE Trans. Inf. Theory 2014):
-the data choose how many directions the scores keep, and how far each shrinks.
+theta^2))`` away from ``mu``, and ``mu`` itself inside the bulk (Donoho,
+Gavish and Johnstone, Ann. Statist. 2018).  The edge is read from the median
+absolute deviation of the eigenvalues from ``mu``, which the few spikes
+barely move (Gavish and Donoho, IEEE Trans. Inf. Theory 2014): the data
+choose how many directions the scores keep, and how far each shrinks.
 
 Only ``sym(W)`` enters a score ``x^T W x``, so the antisymmetric part goes.
 """
@@ -21,7 +22,7 @@ Only ``sym(W)`` enters a score ``x^T W x``, so the antisymmetric part goes.
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["shrink_spectrum", "MIN_BULK"]
+__all__ = ["shrink_spectrum", "SpectrumRankMixin", "MIN_BULK"]
 
 #: Below this many eigenvalues the bulk does not trace the semicircle, so its
 #: median does not estimate the edge: smaller matrices are left as trained.
@@ -73,3 +74,22 @@ def shrink_spectrum(W):
         out[r] = (U * (center + shrunk)) @ U.T
         ranks[r] = int(spike.sum())
     return out.astype(np.float32), ranks
+
+
+class SpectrumRankMixin:
+    """DiagAtt's ``rank="auto"`` on the fit path, and the fitted ``rank_``."""
+
+    def _after_main_phase(self, params):
+        if self.rank != "auto" or "W" not in params:
+            return params
+        W, self._kept_ranks = shrink_spectrum(params["W"])
+        return {**params, "W": W}
+
+    def _record_rank(self, params):
+        """``rank_``: the directions kept, else the rank each head's form allows (``L``'s columns, or d).
+
+        ``partial_fit`` trains past any shrinkage, so its ``W`` keeps every direction.
+        """
+        kept = self.__dict__.pop("_kept_ranks", None)
+        form = next(params[k] for k in ("L", "W") if k in params).shape[-1]
+        self.rank_ = kept if kept is not None else np.full(self.n_heads, form)
