@@ -61,19 +61,16 @@ def shrink_spectrum(W):
     R, d, _ = W.shape
     if d < MIN_BULK:
         return W.astype(np.float32), np.full(R, d)
-    out, ranks = np.empty_like(W), np.empty(R, int)
-    for r in range(R):
-        lam, U = np.linalg.eigh((W[r] + W[r].T) / 2)
-        center = np.median(lam)
-        y = np.abs(lam - center)
-        edge = np.median(y) / _MEDIAN_OVER_EDGE
-        spike = y > edge
-        # theta from y = theta + edge^2 / (4 theta), the root above edge / 2.
-        theta = (y + np.sqrt(np.where(spike, y * y - edge * edge, 0.0))) / 2
-        shrunk = np.where(spike, np.sign(lam - center) * (theta - edge * edge / (4 * np.maximum(theta, 1e-30))), 0.0)
-        out[r] = (U * (center + shrunk)) @ U.T
-        ranks[r] = int(spike.sum())
-    return out.astype(np.float32), ranks
+    lam, U = np.linalg.eigh((W + W.transpose(0, 2, 1)) / 2)  # (R, d), (R, d, d): every head at once
+    center = np.median(lam, axis=1, keepdims=True)
+    y = np.abs(lam - center)
+    edge = np.median(y, axis=1, keepdims=True) / _MEDIAN_OVER_EDGE
+    spike = y > edge
+    # theta from y = theta + edge^2 / (4 theta), the root above edge / 2.
+    theta = (y + np.sqrt(np.where(spike, y * y - edge * edge, 0.0))) / 2
+    shrunk = np.where(spike, np.sign(lam - center) * (theta - edge * edge / (4 * np.maximum(theta, 1e-30))), 0.0)
+    out = (U * (center + shrunk)[:, None, :]) @ U.transpose(0, 2, 1)
+    return out.astype(np.float32), spike.sum(axis=1)
 
 
 class SpectrumRankMixin:
