@@ -314,7 +314,7 @@ def test_samples_larger_than_the_working_memory_are_uploaded_in_random_chunks(ra
     import sklearn
 
     from skdiagatt._training import ChunkStream, memory_data
-    from skdiagatt._training.data import chunk_bytes
+    from skdiagatt._training.data import FINE, chunk_bytes, padded_lengths
 
     X, y = ragged
     X = [np.asarray(x, np.float32) for x in X]
@@ -324,6 +324,12 @@ def test_samples_larger_than_the_working_memory_are_uploaded_in_random_chunks(ra
     with sklearn.config_context(working_memory=0.01):  # chunks of 1.3 kB: several chunks
         stream, lengths = memory_data(X, y, pack=True, rng=np.random.RandomState(0))
         budget = chunk_bytes()
+        # Up to a third of the working memory the samples go up whole, beyond in chunks.
+        padded = int(padded_lengths(np.array([len(x) for x in X]), FINE).sum()) * X[0].shape[1] * 4
+    with sklearn.config_context(working_memory=3 * padded / 2**20):
+        assert memory_data(X, y, pack=True, rng=np.random.RandomState(0))[1] is None
+    with sklearn.config_context(working_memory=2.9 * padded / 2**20):
+        assert memory_data(X, y, pack=True, rng=np.random.RandomState(0))[1] is not None
     assert isinstance(stream, ChunkStream) and len(lengths) > 3
     seen = []
     for samples, targets, weights in stream.make_iter():

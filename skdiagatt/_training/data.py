@@ -233,11 +233,22 @@ def chunk_bytes():
     return int(sklearn.get_config()["working_memory"] * 2**20 / 8)
 
 
+def whole_upload_bytes():
+    """The padded bytes of the largest set of samples in memory uploaded whole (:func:`memory_data`).
+
+    A third of scikit-learn's ``working_memory``: an upload holds the samples
+    up to three times (padded, rounded up, on the device).  Beyond it they
+    are streamed in chunks of :func:`chunk_bytes`, which costs a pass over
+    the host data every epoch.
+    """
+    return int(sklearn.get_config()["working_memory"] * 2**20 / 3)
+
+
 def memory_data(samples, targets, pack=False, growth=FINE, weights=None, rng=None):
     """Upload training samples held in memory whole, or as a stream of chunks when they are large.
 
-    Samples whose padded float32 rows exceed :func:`chunk_bytes` are split
-    once, at random (``rng``), into chunks of about that size, each
+    Samples whose padded float32 rows exceed :func:`whole_upload_bytes` are
+    split once, at random (``rng``), into chunks of about :func:`chunk_bytes`, each
     uploaded once per epoch while the previous one is dropped, as
     :class:`ChunkStream` does for data read from disk: the fit then holds
     the samples once (the caller's arrays) and a few chunks, not padded
@@ -261,7 +272,7 @@ def memory_data(samples, targets, pack=False, growth=FINE, weights=None, rng=Non
     # The bytes of the samples padded as make_buckets pads them.
     padded = int(padded_lengths(lengths, growth).sum()) * samples[0].shape[1] * samples[0].itemsize
     n_chunks = math.ceil(padded / chunk_bytes())
-    if rng is None or n_chunks <= 1:
+    if rng is None or padded <= whole_upload_bytes():
         return training_data(samples, targets, pack, growth, weights), None
     parts = [np.sort(part) for part in np.array_split(rng.permutation(len(samples)), n_chunks)]
 
