@@ -10,7 +10,7 @@ and leave the peak where it is).  A thread samples the process's resident
 memory every 20 ms; the peak is the kernel's own high-water mark
 (``ru_maxrss``).  *Ratio* = peak resident memory / bytes of the float32 data:
 the data themselves count once in it, the Python and XLA runtime too.
-Samples larger than an eighth of scikit-learn's ``working_memory`` are
+Samples larger than a third of scikit-learn's ``working_memory`` are
 uploaded in chunks (``docs/performance_guide.rst``, "Memory of a fit").
 Writes ``docs/results/memory.md``.
 """

@@ -1,5 +1,6 @@
 """DiagAtt estimators tested by what users do with them."""
 
+import math
 import pickle
 
 import numpy as np
@@ -501,3 +502,35 @@ def test_pickle_stores_a_format_version(fitted_reg):
     fresh = DiagAttRegressor.__new__(DiagAttRegressor)
     with pytest.raises(ValueError, match="model format"):
         fresh.__setstate__(state)
+
+
+def test_auto_budget_restarts_shrink_and_stop_once_a_restart_gains_within_noise(reg_data, monkeypatch):
+    from skdiagatt._shared import phased
+
+    calls = []
+
+    def recording(*args, **kwargs):
+        params, result = fit_loop(*args, **kwargs)
+        calls.append((kwargs["max_iter"], kwargs["learning_rate"], result))
+        return params, result
+
+    fit_loop = phased.fit_loop
+    monkeypatch.setattr(phased, "fit_loop", recording)
+    X, y, _, _ = reg_data
+    est = DiagAttRegressor(max_iter="auto", calibration_iter=0, tol=0.0, random_state=0).fit(X, y)
+    epochs = [e for e, _, _ in calls]
+    assert len(calls) >= 2  # tol=0: the first cycle's loss still falls at its end
+    # Restarts are counted in steps, half those of the last, from half of _AUTO_STEPS.
+    per_epoch = calls[0][2].steps // calls[0][2].n_iter
+    assert epochs[1:] == [math.ceil(phased._AUTO_STEPS / 2**c / per_epoch) for c in range(1, len(calls))]
+    assert [lr for _, lr, _ in calls] == [calls[0][1] * 0.5**c for c in range(len(calls))]
+    assert est.n_iter_ == sum(epochs) <= 2 * epochs[0] + len(calls)  # ceil: an epoch each at most
+    ends = [r.loss_curve[-1] for _, _, r in calls]
+    gains = np.subtract(ends[:-1], ends[1:])
+    # Every restart but the last gained more than the loss's standard error;
+    # the last one either did not (and is marked so) or ran out of restarts.
+    assert all(g >= r.loss_se for g, (_, _, r) in zip(gains[:-1], calls[1:-1]))
+    last = calls[-1][2]
+    assert last.loss_se > 0
+    assert (gains[-1] < last.loss_se) == (last.stopped == "resolution")
+    assert last.stopped == "resolution" or len(calls) == 7

@@ -647,3 +647,16 @@ def test_grid_search_with_two_processes(data):
         rtol=1e-6,
     )
     assert parallel.best_params_ == serial.best_params_
+
+
+def test_epoch_loss_is_the_weighted_mean_of_the_minibatches_with_its_standard_error():
+    from skdiagatt._training.loop import _epoch_loss, placement
+
+    # Two runs of steps (the second padded to the run length), minibatch weights 1, 3, 4.
+    losses = [(np.array([1.0, 2.0], np.float32), 2), (np.array([4.0, 0.0], np.float32), 1)]
+    mean, se = _epoch_loss(losses, [1.0, 3.0, 4.0], placement())
+    w, loss = np.array([1.0, 3.0, 4.0]), np.array([1.0, 2.0, 4.0])
+    assert mean == pytest.approx(w @ loss / w.sum())
+    assert se == pytest.approx(np.sqrt(np.sum((w * (loss - mean)) ** 2)) / w.sum())
+    assert _epoch_loss(losses[:1], [1.0, 3.0], placement())[1] > 0
+    assert _epoch_loss([(np.array([2.0], np.float32), 1)], [5.0], placement())[1] == 0.0

@@ -55,6 +55,8 @@ def sample_feature_names(X, name="X"):
         )
     if not isinstance(X, (list, tuple)) or not X:
         return None
+    if all(type(sample) is np.ndarray for sample in X):  # arrays have no column names
+        return None
     first = _names(X[0], f"{name}[0]")
     for i, sample in enumerate(X[1:], start=1):
         names = _names(sample, f"{name}[{i}]")

@@ -37,6 +37,11 @@ _AUTO_RESTARTS = 6
 __all__ = ["Phase", "PhasedEstimator"]
 
 
+def _cycle_end(result):
+    """The monitored loss at the end of a run of the loop."""
+    return (result.validation_curve or result.loss_curve)[-1]
+
+
 def _joined(first, then):
     """One :class:`~skdiagatt._training.loop.TrainResult` for two runs of the loop, one after the other."""
     return dataclasses.replace(
@@ -77,10 +82,9 @@ class _Run(NamedTuple):
 
     Attributes
     ----------
-    epochs : int
-        Epochs of one cosine cycle.
-    restarts : int
-        Further cycles at most, while the loss still falls.
+    cycles : tuple of int
+        Epochs of each cosine cycle: the first, then the restarts run while
+        they still gain (:meth:`PhasedEstimator._cycles`).
     rng : numpy RandomState
         Shuffles the minibatches: the fit's, which ``partial_fit`` keeps between calls.
     opt_state : pytree or None
@@ -89,8 +93,7 @@ class _Run(NamedTuple):
         A ``partial_fit`` epoch: the step size stays at ``learning_rate``.
     """
 
-    epochs: int
-    restarts: int
+    cycles: tuple
     rng: object
     opt_state: object
     incremental: bool
@@ -342,9 +345,8 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
             loss_fn, trained, fixed = self._training_form(self._loss_fn, trained, fixed, state)
             per_epoch = train.steps_per_epoch or steps_per_epoch(
                 [len(x) for x in train.samples], train.batch_size, self._pack, self._bucket_growth)
-            epochs = self._epochs(phase.max_iter, per_epoch)
-            restarts = _AUTO_RESTARTS if phase.max_iter == "auto" and not incremental else 0
-            run = _Run(epochs, restarts, state["rng"], state.get("opt_state") if incremental else None, incremental)
+            cycles = self._cycle_epochs(phase.max_iter, per_epoch, incremental)
+            run = _Run(cycles, state["rng"], state.get("opt_state") if incremental else None, incremental)
             trained, result = self._cycles(loss_fn, phase, trained, fixed, train, run)
             params = {**params, **self._fitted_form(trained, fixed)}
             results.append(result)
@@ -354,19 +356,24 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
         return params, results
 
     def _cycles(self, loss_fn, phase, trained, fixed, train, run):
-        """Cosine cycles of ``run.epochs`` epochs over ``train``: one, and up to ``run.restarts`` more.
+        """The cosine cycles of ``run.cycles`` over ``train``: the first, and restarts while they gain.
 
         Each restart continues from where the last cycle ended at half its
         step size (cosine annealing with warm restarts, Loshchilov and
         Hutter, ICLR 2017): a phase whose loss still falls by more than
         ``tol`` at the end of its schedule was cut short, not converged.
+        A restart that lowered the loss at the end of its cycle by less than
+        the loss's standard error (``TrainResult.loss_se``) is the last: the
+        training data cannot tell its gain from none, so more cycles would
+        optimise below the precision the data give the objective (Bottou and
+        Bousquet, NIPS 2007).
         """
         # A stream's steps are counted on its first pass, not by fit_loop from the data.
-        total_steps = None if train.steps_per_epoch is None else run.epochs * train.steps_per_epoch
         result = None
-        for cycle in range(run.restarts + 1):
+        for cycle, epochs in enumerate(run.cycles):
+            total_steps = None if train.steps_per_epoch is None else epochs * train.steps_per_epoch
             trained, more = fit_loop(
-                loss_fn, phase.config, trained, fixed, train.data, max_iter=run.epochs,
+                loss_fn, phase.config, trained, fixed, train.data, max_iter=epochs,
                 learning_rate=self._step_size() * 0.5**cycle, batch_size=train.batch_size,
                 random_state=run.rng, tol=self.tol, n_iter_no_change=self.n_iter_no_change,
                 validation=train.validation, verbose=self.verbose, callback=self.callback,
@@ -374,22 +381,31 @@ class PhasedEstimator(MatrixSampleEstimator, abc.ABC):
                 schedule="constant" if run.incremental else "cosine", opt_state=run.opt_state,
                 total_steps=total_steps,
             )
+            if result is not None and _cycle_end(result) - _cycle_end(more) < more.loss_se:
+                more.stopped = "resolution"
             result = more if result is None else _joined(result, more)
             if not self._still_falling(more):
                 break
         return trained, result
 
-    def _epochs(self, max_iter, per_epoch):
-        """The epochs of a phase: ``max_iter``, or under ``"auto"`` enough for ``_AUTO_STEPS`` steps.
+    def _cycle_epochs(self, max_iter, per_epoch, incremental):
+        """The epochs of a phase's cycles: ``(max_iter,)``, or under ``"auto"`` a first cycle and restarts.
 
         A fixed count of epochs is a handful of optimizer steps on a small
         data set (90 samples: 3 minibatches an epoch) and more than needed on
-        a large one; ``"auto"`` runs at least ``_AUTO_EPOCHS`` epochs and at
-        least ``_AUTO_STEPS`` steps.
+        a large one; ``"auto"``'s first cycle runs at least ``_AUTO_EPOCHS``
+        epochs and at least ``_AUTO_STEPS`` steps.  A restart refines where
+        the last cycle ended, so it is counted in steps alone, half those of
+        the last, from half of ``_AUTO_STEPS``: all the restarts together
+        cost at most ``_AUTO_STEPS`` steps and an epoch each.
         """
         if max_iter != "auto":
-            return max_iter
-        return max(_AUTO_EPOCHS, math.ceil(_AUTO_STEPS / max(per_epoch, 1)))
+            return (max_iter,)
+        per_epoch = max(per_epoch, 1)
+        first = max(_AUTO_EPOCHS, math.ceil(_AUTO_STEPS / per_epoch))
+        if incremental:
+            return (first,)
+        return (first, *(math.ceil(_AUTO_STEPS / 2**c / per_epoch) for c in range(1, _AUTO_RESTARTS + 1)))
 
     def _step_size(self):
         """Adam's step size: ``learning_rate`` (a subclass resolves ``"auto"``)."""

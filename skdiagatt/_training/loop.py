@@ -33,7 +33,11 @@ class TrainResult:
         Epochs run.
     stopped : str
         ``"max_iter"``, ``"tol"`` (no improvement), ``"callback"`` (the
-        callback asked to stop) or ``"non-finite"``.
+        callback asked to stop) or ``"non-finite"``; ``"resolution"`` is set
+        by a caller whose warm restart gained less than ``loss_se``.
+    loss_se : float
+        Standard error of the last epoch's mean training objective, from the
+        spread of its minibatch means (0 with one minibatch).
     opt_state : pytree of numpy arrays
         The optimizer state after the last step (to continue, as
         ``partial_fit`` does).
@@ -47,6 +51,7 @@ class TrainResult:
     stopped: str = "max_iter"
     opt_state: object = None
     steps: int = 0
+    loss_se: float = 0.0
 
 
 class EarlyStopping:
@@ -133,11 +138,19 @@ class _Optimization:
 
 
 def _epoch_loss(losses, weights, place):
+    """The epoch's weighted mean objective and its standard error.
+
+    Minibatches are drawn without regard to the loss, so their means are
+    independent draws around the epoch's: the standard error of a ratio
+    estimator over clusters, ``sqrt(sum w_b^2 (l_b - mean)^2) / sum w_b``.
+    """
     # Host copies, not jnp.stack: stacking compiles one program per number of
     # steps, i.e. per data size of a grid search.
     per_step = np.concatenate([vals[:k] for vals, (_, k) in zip(place.host([v for v, _ in losses]), losses)])
     weights = place.total(weights)  # across processes, every process's samples in each step
-    return float(np.dot(per_step, weights) / np.sum(weights))
+    total = np.sum(weights)
+    mean = float(np.dot(per_step, weights) / total)
+    return mean, float(np.sqrt(np.sum((weights * (per_step - mean)) ** 2)) / total)
 
 
 def _plan(place, data, batch_size, rng, layout):
@@ -271,7 +284,7 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
             # stops early gives the draw back (below).
             drawn_from = random_state.get_state()
             planned = opt.plan(data, batch_size, random_state)
-        epoch_loss = _epoch_loss(losses, weights, opt.place)
+        epoch_loss, epoch_se = _epoch_loss(losses, weights, opt.place)
         params, state = opt.snapshot()
         # A step's loss is that of the parameters before its update: the
         # last update of an epoch is only seen in the parameters themselves.
@@ -288,6 +301,7 @@ def _epochs(opt, data, batch_size, random_state, max_iter, validation, stopper, 
             break
         last_good, last_state = params, state
         result.loss_curve.append(epoch_loss)
+        result.loss_se = epoch_se
         result.n_iter = epoch + 1
         monitored = epoch_loss
         if validation is not None:

@@ -416,7 +416,7 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
     max_iter : int or "auto", default="auto"
         Epochs of the main phase; the step size decays to 0 over them
         (cosine).  "auto": at least 20 epochs and 300 Adam steps, then up to 6
-        more such cycles at half the last step size while the loss still falls.
+        restarts while they still gain (``docs/training.md``, section 5).
     learning_rate : float or "auto", default="auto"
         Adam step size.  "auto": 0.01, and 0.1 under
         ``assumption="standard-mil"``, whose scores must grow to several units.
