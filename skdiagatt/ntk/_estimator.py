@@ -21,13 +21,15 @@ from ..kernels.cumulant import log_mass_dim
 from ..kernels.features import feature_dim
 from ..kernels.ntk_readout import ntk_readout_forward, ntk_readout_loss, ntk_row_mass
 from ._prefix_state import random_prefix_state
-from ._solve import fit_varpro
+from ._solve import ALPHAS, LOG_GATES, fit_varpro, mass_path
 
 __all__ = ["NTKPrefixRegressor"]
 
 _forward = jax.jit(ntk_readout_forward, static_argnames=("config",))
 _row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
 _PROJECTIONS = ("W_Q", "W_K", "W_V")
+#: ``alpha_value="auto"`` under Adam, which has no closed-form criterion to choose it by.
+_ADAM_ALPHA = 1e-4
 
 
 @partial(jax.jit, static_argnames=("config",))
@@ -97,7 +99,14 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         the expectation of one row: a prefix of infinitely many rows whose
         attention weight together is that of a single row of average key
         and value.
-    init : {"prefix", "zeros"}, default="prefix"
+    init : {"auto", "prefix", "zeros"}, default="auto"
+        ``"auto"``, for the cumulant state under the exact solve
+        (``solver``): the prefix's state with its mass scaled by the factor
+        of least generalized cross-validation error on a path from no mass,
+        which is frozen attention and wins ties, to the whole prefix
+        (factors ``e^-8`` to 1; ``prefix_log_gate_``): ``k`` starts from
+        frozen attention and the prefix enters only as far as the data
+        support it; otherwise as ``"prefix"``.
         ``"prefix"``: ``Z, k`` from a prefix ``P ~ N(0, I)`` (paper Eq. 4;
         for ``"cumulant"`` the moments of its keys and values, with log-mass
         ``log m``); ``"zeros"``: ``Z = 0, k = 0``, plain attention for
@@ -136,9 +145,13 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         validation loss is kept.  Needs ``train_state=True`` and at most d_v
         targets; :meth:`partial_fit` and :meth:`fit_chunks` always use Adam.  ``"auto"``: ``"varpro"``
         where it applies, else ``"adam"``.
-    alpha_value : float, default=1e-4
+    alpha_value : float or "auto", default="auto"
         L2 penalty on the read-out; with ``solver="varpro"`` on the read-out
         and ``Z`` times it, relative to the mean variance of their inputs.
+        ``"auto"``: under the exact solve, the penalty of least generalized
+        cross-validation error among ``1e-6`` to ``100`` (``alpha_value_``),
+        chosen with ``init="auto"``'s point and kept while ``k`` trains;
+        under Adam ``1e-4``.
     max_iter, learning_rate, batch_size, tol, n_iter_no_change, early_stopping, \
 validation_fraction, random_state, verbose, callback, warm_start
         Training, as in :class:`skdiagatt.DiagAttRegressor`.
@@ -150,6 +163,12 @@ validation_fraction, random_state, verbose, callback, warm_start
         ``"cumulant"``), ``W_out`` (H * d_h, t), ``b`` (t,).
     attention_weights_ : dict of ndarray
         The frozen projections, each (H, d, d_h).
+    alpha_value_ : float
+        The read-out penalty the fit used (``alpha_value``, or the one
+        ``"auto"`` chose).
+    prefix_log_gate_ : float
+        The log of the factor ``init="auto"`` scaled the initial prefix's
+        mass by (``-inf``: none, frozen attention; 0 otherwise).
     n_features_in_, feature_names_in_, n_iter_, loss_curve_, validation_scores_, y_mean_, y_scale_
 
     Examples
@@ -176,13 +195,13 @@ validation_fraction, random_state, verbose, callback, warm_start
         "feature_map": Options("cumulant", "taylor", "elu"),
         "degree": Integer(1),
         "prefix_length": Either(Integer(1), Options(np.inf)),
-        "init": Options("prefix", "zeros"),
+        "init": Options("auto", "prefix", "zeros"),
         "pooling": Options("mean", "first", None),
         "causal": Boolean(),
         "train_state": Boolean(),
         "state_scale": Either(Options("auto"), Real(0.0)),
         "solver": Options("auto", "adam", "varpro"),
-        "alpha_value": Real(0.0, closed=True),
+        "alpha_value": Either(Options("auto"), Real(0.0, closed=True)),
     }
 
     def __init__(
@@ -194,13 +213,13 @@ validation_fraction, random_state, verbose, callback, warm_start
         feature_map="cumulant",
         degree=2,
         prefix_length=1024,
-        init="prefix",
+        init="auto",
         pooling="mean",
         causal=False,
         train_state=True,
         state_scale="auto",
         solver="auto",
-        alpha_value=1e-4,
+        alpha_value="auto",
         max_iter=50,
         learning_rate=0.01,
         batch_size="auto",
@@ -246,7 +265,7 @@ validation_fraction, random_state, verbose, callback, warm_start
     def _state_unit(self):
         """The value ``state_scale`` stands for (see the class docstring)."""
         if isinstance(self.state_scale, str):
-            if self.init == "prefix" and self.feature_map != "cumulant" and not math.isinf(self.prefix_length):
+            if self.init != "zeros" and self.feature_map != "cumulant" and not math.isinf(self.prefix_length):
                 return math.sqrt(self.prefix_length)
             return 1.0
         return float(self.state_scale)
@@ -372,7 +391,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         self.attention_weights_ = constants
 
     def _frozen(self, constants, d):
-        return {**constants, "alpha_value": np.float32(self.alpha_value)}
+        return {**constants, "alpha_value": np.float32(_ADAM_ALPHA if self.alpha_value == "auto" else self.alpha_value)}
 
     def _initial_params(self, d, t, constants, train, rng):
         return self._init_params(constants, t, rng)
@@ -404,6 +423,7 @@ validation_fraction, random_state, verbose, callback, warm_start
 
     def _train(self, phases, params, frozen, train, state, incremental):
         """Variable projection in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
+        self.__dict__.pop("_pending_path", None)  # a fit that failed leaves none
         t, dv = params["b"].shape[0], frozen["W_V"].shape[-1]
         if self.solver == "auto":
             varpro = self.train_state and t <= dv
@@ -415,9 +435,14 @@ validation_fraction, random_state, verbose, callback, warm_start
             raise ValueError(f"solver='varpro' needs at most d_v = {dv} targets (Z W_out must reach any "
                              f"product), got {t}: use solver='adam' or a larger head_dim")
         projections = {k: frozen[k] for k in _PROJECTIONS}
+        k, gate, alpha = params["k"], 0.0, self.alpha_value
+        path = self.init == "auto" and self.feature_map == "cumulant"
+        if path or alpha == "auto":
+            k, gate, alpha, _ = mass_path(k, projections, train.data, self._config(),
+                                          ALPHAS if alpha == "auto" else [alpha], LOG_GATES if path else (0.0,))
         try:
             solved, curve, scores = fit_varpro(
-                params["k"], projections, train.data, self._config(), self.alpha_value, self.max_iter,
+                k, projections, train.data, self._config(), alpha, self.max_iter,
                 self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.validation)
         except FloatingPointError as exc:
             # Rows large enough to overflow the float32 solve; Adam keeps its
@@ -428,13 +453,22 @@ validation_fraction, random_state, verbose, callback, warm_start
             warnings.warn(f"{type(self).__name__}: the exact solve failed ({exc}); trained by Adam instead",
                           ConvergenceWarning, stacklevel=4)
             return super()._train(phases, params, frozen, train, state, incremental)
+        self._pending_path = (alpha, gate)
         return solved, [TrainResult(loss_curve=list(curve), validation_curve=list(scores), n_iter=len(curve) - 1)]
+
+    def _set_fitted(self, *args):
+        super()._set_fitted(*args)
+        alpha = _ADAM_ALPHA if self.alpha_value == "auto" else float(self.alpha_value)
+        self.alpha_value_, gate = self.__dict__.pop("_pending_path", (alpha, 0.0))
+        if "k" in self.params_:  # a prefix state (the baselines train other parts)
+            self.prefix_log_gate_ = gate
+        return self
 
     def _init_params(self, frozen, t, rng):
         H, d, dh = frozen["W_K"].shape
         dv = frozen["W_V"].shape[-1]
         r = feature_dim(self.feature_map, dh, self.degree)
-        if self.init == "prefix":
+        if self.init != "zeros":
             Z, k = random_prefix_state(self.prefix_length, frozen["W_K"], frozen["W_V"],
                                        self.feature_map, int(self.degree), rng)
         else:

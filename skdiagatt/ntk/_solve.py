@@ -13,11 +13,20 @@ from ..kernels.ntk_varpro import (
     heldout_loss,
     merge_moments,
     ridge_from_moments,
+    ridge_gcv,
     state_from_ridge,
     varpro_loss,
 )
 
-__all__ = ["fit_varpro"]
+__all__ = ["fit_varpro", "mass_path", "gated_state", "ALPHAS", "LOG_GATES"]
+
+#: ``alpha_value="auto"``: the read-out penalties compared, relative to the design's mean variance.
+ALPHAS = np.logspace(-6, 2, 17)
+#: ``init="auto"``: the factors (their logs) the initial prefix's mass is multiplied by on the
+#: path from frozen attention (None: no prefix mass) to the initial state (0).
+LOG_GATES = (None, -8.0, -6.0, -4.0, -2.0, 0.0)
+#: Added to a cumulant state's log-mass for no mass at all: its exponential is 0 in float32.
+_NO_MASS = -1e4
 
 
 def _batches(data):
@@ -80,6 +89,77 @@ def _validation_loss(k, frozen, batches, validation, alpha_value, config):
     return heldout_loss(merge_moments([design_moments(k, frozen, v, config) for v in validation]), theta, b)
 
 
+def gated_state(k, log_gate):
+    """A cumulant state's ``k`` with the prefix's mass multiplied by ``exp(log_gate)``; None: no mass.
+
+    A row's output ``(A V + mass(q) vbar(q)) / (A 1 + mass(q))`` is plain
+    attention where the prefix has no mass, whatever its mean value.  The
+    cumulant state holds the log of the mass, whose first coefficient (on
+    the constant feature) is ``log m``.  (The other states hold the mass and
+    the value's numerator apart, ``phi(q) . k`` and ``phi(q) Z``: no mass
+    there is not plain attention unless ``Z`` vanishes too.)
+
+    Parameters
+    ----------
+    k : ndarray, shape (H, C(d_h + 2, 2))
+    log_gate : float or None
+
+    Returns
+    -------
+    ndarray, shape (H, C(d_h + 2, 2)), float32
+    """
+    k = np.array(k, dtype=np.float32)
+    k[:, 0] += _NO_MASS if log_gate is None else log_gate
+    return k
+
+
+@partial(jax.jit, static_argnames=("config",))
+def _gcv(k, frozen, batches, alphas, config):
+    return ridge_gcv(merge_moments([design_moments(k, frozen, b, config) for b in batches]), alphas)
+
+
+def mass_path(k, frozen, data, config, alphas, log_gates=LOG_GATES):
+    """The point of least generalized cross-validation on the path from frozen attention to ``k``.
+
+    ``k`` is a cumulant state (:func:`gated_state`).  For each factor of the prefix's mass (:func:`gated_state`) the read-out
+    and ``Z`` times it are a ridge regression on the design of that state
+    (:mod:`skdiagatt.kernels.ntk_varpro`), scored for every penalty by
+    :func:`~skdiagatt.kernels.ntk_varpro.ridge_gcv`.  Frozen attention is
+    the path's first point and wins ties: the prefix enters only as far as
+    the criterion supports it.
+
+    Parameters
+    ----------
+    k : ndarray, shape (H, r)
+        The initial state's mass coefficients.
+    frozen, data, config
+        As in :func:`fit_varpro`.
+    alphas : ndarray, shape (a,)
+        Penalties relative to the design's scale.
+    log_gates : sequence of float or None
+
+    Returns
+    -------
+    k : ndarray, shape (H, r)
+        The chosen point's state.
+    log_gate : float
+        Its factor's log (``-inf``: frozen attention).
+    alpha : float
+        Its penalty.
+    scores : ndarray, shape (len(log_gates), a)
+        The criterion at every point and penalty.
+    """
+    batches = _batches(data)
+    frozen = jax.device_put({key: frozen[key] for key in ("W_Q", "W_K", "W_V")})
+    alphas = np.asarray(alphas, np.float32)
+    scores = np.array([np.asarray(_gcv(jax.device_put(gated_state(k, g)), frozen, batches,
+                                       jax.device_put(alphas), config)) for g in log_gates], np.float64)
+    scores[~np.isfinite(scores)] = np.inf
+    i, j = np.unravel_index(np.argmin(scores), scores.shape)
+    gate = log_gates[i]
+    return gated_state(k, gate), -np.inf if gate is None else float(gate), float(alphas[j]), scores
+
+
 def fit_varpro(k, frozen, data, config, alpha_value, max_iter, tol, n_iter_no_change, verbose=0, callback=None,
                validation=None):
     """Minimise the training loss over ``k`` with ``Z`` and the read-out at their exact optimum.
@@ -108,8 +188,9 @@ def fit_varpro(k, frozen, data, config, alpha_value, max_iter, tol, n_iter_no_ch
     validation : list or None
         Held-out buckets (as ``data``).  Given, the loss monitored is theirs,
         for the read-out and ``Z`` solved on ``data``, and the ``k`` of the
-        least held-out loss is kept: ``k`` has as many entries per head as
-        the quadratic log-mass, which few samples cannot pin down.
+        least held-out loss is kept, the start included: ``k`` has as many
+        entries per head as the quadratic log-mass, which few samples cannot
+        pin down.
 
     Returns
     -------
@@ -128,6 +209,8 @@ def fit_varpro(k, frozen, data, config, alpha_value, max_iter, tol, n_iter_no_ch
     held = _batches(validation) if validation else None
     curve, scores, best, stale = [], [], np.inf, 0
     kept = k
+    if held is not None:  # the start is a candidate too: k moves only where held-out data gain
+        best = float(_validation_loss(k, frozen, batches, held, alpha_value, config))
     with Progress("NTKPrefixRegressor main", max_iter, verbose, callback) as progress:
         for it in range(max_iter):
             k_next, state, value = _step(k, state, frozen, batches, alpha_value, config)
