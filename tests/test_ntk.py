@@ -449,10 +449,10 @@ def test_default_solver_falls_back_to_adam_where_the_exact_solve_overflows(data)
     X, y = data
     big = [x * np.float32(1e10) for x in X[:20]]
     with pytest.warns(ConvergenceWarning, match="trained by Adam instead"):
-        est = NTKPrefixRegressor(max_iter=2, random_state=0).fit(big, y[:20])
+        est = NTKPrefixRegressor(degree=2, max_iter=2, random_state=0).fit(big, y[:20])
     assert all(np.all(np.isfinite(np.asarray(v))) for v in est.params_.values())
     with pytest.raises(ValueError, match="rescale X or use solver='adam'"):
-        NTKPrefixRegressor(max_iter=2, random_state=0, solver="varpro").fit(big, y[:20])
+        NTKPrefixRegressor(degree=2, max_iter=2, random_state=0, solver="varpro").fit(big, y[:20])
 
 
 def _frozen_attention_targets(seed, noise):
@@ -502,3 +502,20 @@ def test_auto_init_keeps_frozen_attention_where_no_prefix_helps_and_finds_one_th
     assert fixed.fit(Xp[:200], yp[:200]).prefix_log_gate_ == 0.0 and fixed.alpha_value_ == 1e-3
     again = NTKPrefixRegressor(**{**common, "attention_weights": Wp}).fit(Xp[:200], yp[:200])
     np.testing.assert_array_equal(again.predict(Xp[200:]), found.predict(Xp[200:]))
+
+
+def test_auto_degree_is_two_where_the_exact_solve_stays_small_and_one_where_it_would_not():
+    rng = np.random.RandomState(0)
+    X = [rng.randn(rng.randint(3, 6), 8).astype(np.float32) for _ in range(30)]
+    y = np.array([x[:, 0].mean() for x in X])
+    small = NTKPrefixRegressor(n_heads=2, head_dim=4, max_iter=1, random_state=0).fit(X, y)
+    assert small.params_["Z"].shape == (2, 15, 4)  # C(4 + 2, 2): degree 2
+    wide = NTKPrefixRegressor(n_heads=12, head_dim=16, max_iter=1, random_state=0).fit(X, y)
+    assert wide.params_["Z"].shape == (12, 153, 16)  # 12 (16 + 153) = 2028 columns: still 2
+    wider = NTKPrefixRegressor(n_heads=4, head_dim=32, max_iter=1, random_state=0).fit(X, y)
+    assert wider.params_["Z"].shape == (4, 33, 32)  # 4 (32 + 561) columns: degree 1
+    assert wider.get_params()["degree"] == "auto"
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(wider)).predict(X), wider.predict(X))
+    taylor = NTKPrefixRegressor(n_heads=4, head_dim=32, feature_map="taylor", solver="adam", max_iter=1,
+                                prefix_length=8, random_state=0).fit(X, y)
+    assert taylor.params_["Z"].shape == (4, 561, 32)  # the Taylor map keeps degree 2

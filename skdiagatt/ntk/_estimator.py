@@ -30,6 +30,10 @@ _row_mass = jax.jit(ntk_row_mass, static_argnames=("config",))
 _PROJECTIONS = ("W_Q", "W_K", "W_V")
 #: ``alpha_value="auto"`` under Adam, which has no closed-form criterion to choose it by.
 _ADAM_ALPHA = 1e-4
+#: ``degree="auto"``: the cumulant state's mean value of degree 2 where the exact solve's design,
+#: ``H (d_v + C(d_h + 2, 2))`` columns, is at most this wide (a cost bound: its second moment and
+#: every row's features grow with its square and width), else of degree 1.
+_AUTO_DEGREE_COLUMNS = 2048
 
 
 @partial(jax.jit, static_argnames=("config",))
@@ -84,10 +88,16 @@ class NTKPrefixRegressor(RegressorMixin, PhasedEstimator):
         ``C(d_h + degree, degree)``; accurate only while ``|q . k| / sqrt(d_h)``
         stays small for the prefix's keys.  ``"elu"``: ``elu(x / d_h^(1/4)) + 1``
         as in the authors' public code, dimension d_h.
-    degree : int, default=2
+    degree : int or "auto", default="auto"
         Taylor degree of ``phi``; for ``"cumulant"`` that of the prefix's
         mean value (1 is exact for a Gaussian prefix; 2 also absorbs part of
-        what a finite or non-Gaussian prefix adds).
+        what a finite or non-Gaussian prefix adds, at ``C(d_h + 2, 2)`` rows
+        of ``Z`` per head: 561 for heads of 32, which the exact solve then
+        carries for every row).  ``"auto"``: for ``"cumulant"`` 2 where the
+        exact solve's design, ``n_heads (d_v + C(d_h + 2, 2))`` columns, is
+        at most 2,048 wide (up to three heads of 32, twelve of 16), else 1; 2 for
+        ``"taylor"`` (the lowest degree whose denominator stays positive);
+        ``"elu"`` has none.
     prefix_length : int or np.inf, default=1024
         m, the length of the random prefix ``P ~ N(0, I)`` that
         ``init="prefix"`` compresses; any length costs the same memory.  Up to
@@ -193,7 +203,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         "head_dim": Either(Options(None), Integer(1)),
         "attention_weights": Anything(),  # checked with the data (_projections)
         "feature_map": Options("cumulant", "taylor", "elu"),
-        "degree": Integer(1),
+        "degree": Either(Options("auto"), Integer(1)),
         "prefix_length": Either(Integer(1), Options(np.inf)),
         "init": Options("auto", "prefix", "zeros"),
         "pooling": Options("mean", "first", None),
@@ -211,7 +221,7 @@ validation_fraction, random_state, verbose, callback, warm_start
         head_dim=None,
         attention_weights=None,
         feature_map="cumulant",
-        degree=2,
+        degree="auto",
         prefix_length=1024,
         init="auto",
         pooling="mean",
@@ -297,8 +307,19 @@ validation_fraction, random_state, verbose, callback, warm_start
             raise ValueError("attention_weights W_Q and W_K must have the same shape")
         return out
 
-    def _config(self):
-        return (self.feature_map, int(self.degree), bool(self.causal), self.pooling)
+    def _config(self, W=None):
+        """The kernels' static settings for the projections ``W`` (default: the fitted ones)."""
+        return (self.feature_map, self._degree(self.attention_weights_ if W is None else W), bool(self.causal),
+                self.pooling)
+
+    def _degree(self, W):
+        """``degree``, with ``"auto"`` resolved for the projections ``W`` (see the class docstring)."""
+        if self.degree != "auto":
+            return int(self.degree)
+        if self.feature_map != "cumulant":
+            return 2
+        H, _, dh = W["W_K"].shape
+        return 2 if H * (W["W_V"].shape[-1] + feature_dim("cumulant", dh, 2)) <= _AUTO_DEGREE_COLUMNS else 1
 
     # -------------------------------------------------------------- targets
     def _encode_targets(self, y, lengths, *, warm, incremental=False, classes=None, sample_weight=None):
@@ -379,7 +400,7 @@ validation_fraction, random_state, verbose, callback, warm_start
 
     def _phases(self, family, incremental):
         held = () if self.train_state else ("Z", "k")
-        return [Phase("main", self._config(), 1 if incremental else self.max_iter, held=held)]
+        return [Phase("main", None, 1 if incremental else self.max_iter, held=held)]  # config: in _train
 
     def _draw_constants(self, d, rng):
         return self._projections(d, rng)
@@ -400,12 +421,13 @@ validation_fraction, random_state, verbose, callback, warm_start
         W = self._projections(d, np.random.RandomState(0))
         H, _, dh = W["W_K"].shape
         dv = W["W_V"].shape[-1]
-        r = feature_dim(self.feature_map, dh, self.degree)
-        return {"Z": (H, r, dv), "k": (H, self._mass_dim(dh)), "W_out": (H * dv, t), "b": (t,)}
+        r = feature_dim(self.feature_map, dh, self._degree(W))
+        return {"Z": (H, r, dv), "k": (H, self._mass_dim(W)), "W_out": (H * dv, t), "b": (t,)}
 
-    def _mass_dim(self, dh):
+    def _mass_dim(self, W):
         """Length of ``k``: the log-mass coefficients for ``"cumulant"``, else ``phi``'s dimension."""
-        return log_mass_dim(dh) if self.feature_map == "cumulant" else feature_dim(self.feature_map, dh, self.degree)
+        dh = W["W_K"].shape[-1]
+        return log_mass_dim(dh) if self.feature_map == "cumulant" else feature_dim(self.feature_map, dh, self._degree(W))
 
     def _training_form(self, loss_fn, params, frozen, state):
         # partial_fit keeps the unit of its first call.
@@ -424,6 +446,8 @@ validation_fraction, random_state, verbose, callback, warm_start
     def _train(self, phases, params, frozen, train, state, incremental):
         """Variable projection in ``fit``; Adam otherwise (and always in ``partial_fit``, ``fit_chunks``)."""
         self.__dict__.pop("_pending_path", None)  # a fit that failed leaves none
+        # degree="auto" depends on the projections' shapes, drawn after _phases.
+        phases = [phase._replace(config=self._config(frozen)) for phase in phases]
         t, dv = params["b"].shape[0], frozen["W_V"].shape[-1]
         if self.solver == "auto":
             varpro = self.train_state and t <= dv
@@ -438,11 +462,11 @@ validation_fraction, random_state, verbose, callback, warm_start
         k, gate, alpha = params["k"], 0.0, self.alpha_value
         path = self.init == "auto" and self.feature_map == "cumulant"
         if path or alpha == "auto":
-            k, gate, alpha, _ = mass_path(k, projections, train.data, self._config(),
+            k, gate, alpha, _ = mass_path(k, projections, train.data, phases[0].config,
                                           ALPHAS if alpha == "auto" else [alpha], LOG_GATES if path else (0.0,))
         try:
             solved, curve, scores = fit_varpro(
-                k, projections, train.data, self._config(), alpha, self.max_iter,
+                k, projections, train.data, phases[0].config, alpha, self.max_iter,
                 self.tol, self.n_iter_no_change, self.verbose, self.callback, validation=train.validation)
         except FloatingPointError as exc:
             # Rows large enough to overflow the float32 solve; Adam keeps its
@@ -467,12 +491,12 @@ validation_fraction, random_state, verbose, callback, warm_start
     def _init_params(self, frozen, t, rng):
         H, d, dh = frozen["W_K"].shape
         dv = frozen["W_V"].shape[-1]
-        r = feature_dim(self.feature_map, dh, self.degree)
+        r = feature_dim(self.feature_map, dh, self._degree(frozen))
         if self.init != "zeros":
             Z, k = random_prefix_state(self.prefix_length, frozen["W_K"], frozen["W_V"],
-                                       self.feature_map, int(self.degree), rng)
+                                       self.feature_map, self._degree(frozen), rng)
         else:
-            Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, self._mass_dim(dh)), np.float32)
+            Z, k = np.zeros((H, r, dv), np.float32), np.zeros((H, self._mass_dim(frozen)), np.float32)
         return {"Z": Z, "k": k, "W_out": np.zeros((H * dv, t), np.float32), "b": np.zeros(t, np.float32)}
 
     # ------------------------------------------------------------ inference
