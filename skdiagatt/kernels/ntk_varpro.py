@@ -217,7 +217,7 @@ def ridge_gcv(mom, alphas):
     s = jnp.maximum(s, 0.0)
     ct2 = jnp.sum(matmul(U.T, c) ** 2, axis=1)  # (p,): summed over targets
     # The diagonal ridge_from_moments adds to G, 2 lam per penalty (its floor included): (a, 1).
-    diag = 2.0 * (jnp.asarray(alphas, G.dtype)[:, None] + 1e-6) * scale
+    diag = 2.0 * (jnp.asarray(alphas)[:, None] + 1e-6) * scale
     rss = mom["yy"] / n - jnp.sum(ct2 * (s + 2.0 * diag) / (s + diag) ** 2, axis=1)
     df = jnp.sum(s / (s + diag), axis=1) + 1.0
     gcv = jnp.maximum(rss, 0.0) / (1.0 - df / n) ** 2
