@@ -126,6 +126,11 @@ def design_moments(k, frozen, batch, config):
             "yy": jnp.sum(w[:, None] * Yc * Yc)}
 
 
+def data_moments(k, frozen, batches, config):
+    """:func:`merge_moments` of every batch's :func:`design_moments`: the moments of all ``batches``."""
+    return merge_moments([design_moments(k, frozen, b, config) for b in batches])
+
+
 def merge_moments(parts):
     """Moments of the union of batches (Chan, Golub and LeVeque's pairwise update)."""
     n = sum(p["n"] for p in parts)
@@ -306,8 +311,7 @@ def varpro_loss(k, frozen, batches, config, alpha_value):
     >>> bool(whole <= other)
     True
     """
-    mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
-    return ridge_from_moments(mom, alpha_value)[2]
+    return ridge_from_moments(data_moments(k, frozen, batches, config), alpha_value)[2]
 
 
 def state_from_ridge(theta, H, dv):

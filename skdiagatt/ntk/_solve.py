@@ -9,9 +9,8 @@ import optax
 
 from .._training.progress import Progress
 from ..kernels.ntk_varpro import (
-    design_moments,
+    data_moments,
     heldout_loss,
-    merge_moments,
     ridge_from_moments,
     ridge_gcv,
     state_from_ridge,
@@ -78,15 +77,14 @@ _state_from_ridge = jax.jit(state_from_ridge, static_argnums=(1, 2))
 
 @partial(jax.jit, static_argnames=("config",))
 def _solve(k, frozen, batches, alpha_value, config):
-    mom = merge_moments([design_moments(k, frozen, b, config) for b in batches])
-    return ridge_from_moments(mom, alpha_value)
+    return ridge_from_moments(data_moments(k, frozen, batches, config), alpha_value)
 
 
 @partial(jax.jit, static_argnames=("config",))
 def _validation_loss(k, frozen, batches, validation, alpha_value, config):
     """The held-out loss of the read-out and ``Z`` solved on ``batches`` for this ``k``."""
     theta, b, _ = _solve(k, frozen, batches, alpha_value, config)
-    return heldout_loss(merge_moments([design_moments(k, frozen, v, config) for v in validation]), theta, b)
+    return heldout_loss(data_moments(k, frozen, validation, config), theta, b)
 
 
 def gated_state(k, log_gate):
@@ -115,7 +113,7 @@ def gated_state(k, log_gate):
 
 @partial(jax.jit, static_argnames=("config",))
 def _gcv(k, frozen, batches, alphas, config):
-    return ridge_gcv(merge_moments([design_moments(k, frozen, b, config) for b in batches]), alphas)
+    return ridge_gcv(data_moments(k, frozen, batches, config), alphas)
 
 
 def mass_path(k, frozen, data, config, alphas, log_gates=LOG_GATES):
