@@ -35,6 +35,7 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.ensemble import VotingClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import LogisticRegressionCV
@@ -99,6 +100,11 @@ def methods():
         "standard-mil": make_pipeline(
             RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", random_state=0)
         ),
+        "soft-vote": VotingClassifier([
+            ("individualized", make_pipeline(RowStandardScaler(), DiagAttClassifier(random_state=0))),
+            ("standard-mil", make_pipeline(RowStandardScaler(),
+                                           DiagAttClassifier(assumption="standard-mil", random_state=0))),
+        ], voting="soft"),
         "mean": PooledLogistic("mean"),
         "max": PooledLogistic("max"),
         "mean-std": PooledLogistic("mean-std"),
@@ -135,6 +141,7 @@ def methods():
 LABELS = {
     "defaults": "DiagAttClassifier defaults",
     "standard-mil": 'DiagAttClassifier(assumption="standard-mil")',
+    "soft-vote": "VotingClassifier(voting=\"soft\") of the defaults and standard-mil: their mean probability",
     "mean": "mean-pooled rows, StandardScaler + LogisticRegressionCV",
     "max": "max-pooled rows, same",
     "mean-std": "each feature's mean and standard deviation over the rows, same",
