@@ -120,6 +120,12 @@ def methods():
         "linear-rows-no-whitening": make_pipeline(
             RowStandardScaler(), DiagAttClassifier(kernel="linear", whiten=False, random_state=0)
         ),
+        "standard-mil-linear-rows": make_pipeline(
+            RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", kernel="linear", random_state=0)
+        ),
+        "standard-mil-early-stopping": make_pipeline(
+            RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", early_stopping=True, random_state=0)
+        ),
         "three-heads": make_pipeline(RowStandardScaler(), DiagAttClassifier(n_heads=3, random_state=0)),
         "full-w": make_pipeline(RowStandardScaler(), DiagAttClassifier(rank=None, random_state=0)),
         "standard-mil-full-w": make_pipeline(
@@ -157,6 +163,8 @@ LABELS = {
     "kernel-rows": "RowWise(Nystroem(n_components=100)) rows, then DiagAttClassifier defaults",
     "linear-rows": 'DiagAttClassifier(kernel="linear"): the rows as given',
     "linear-rows-no-whitening": 'DiagAttClassifier(kernel="linear", whiten=False)',
+    "standard-mil-linear-rows": 'DiagAttClassifier(assumption="standard-mil", kernel="linear")',
+    "standard-mil-early-stopping": 'DiagAttClassifier(assumption="standard-mil", early_stopping=True)',
     "three-heads": "DiagAttClassifier(n_heads=3)",
     "full-w": "DiagAttClassifier(rank=None): the full W as trained, its spectrum not shrunk",
     "standard-mil-full-w": 'DiagAttClassifier(assumption="standard-mil", rank=None)',
