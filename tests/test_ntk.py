@@ -1,6 +1,7 @@
 """NTKPrefixRegressor tested by what users do with it."""
 
 import pickle
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -522,3 +523,15 @@ def test_auto_degree_is_two_where_the_exact_solve_stays_small_and_one_where_it_w
     taylor = NTKPrefixRegressor(n_heads=4, head_dim=4, feature_map="taylor", solver="adam", max_iter=1,
                                 prefix_length=8, random_state=0).fit(X, y)
     assert taylor.params_["Z"].shape == (4, 15, 4)  # the Taylor map keeps degree 2
+
+
+def test_heads_without_head_dim_say_how_wide_they_are():
+    rng = np.random.RandomState(0)
+    X, y = [rng.randn(4, 8) for _ in range(20)], rng.randn(20)
+    with pytest.warns(UserWarning, match=r"n_heads=2 splits the 8 features into heads of head_dim = d // n_heads = 4"):
+        est = NTKPrefixRegressor(n_heads=2, max_iter=1, init="prefix", alpha_value=1e-4, random_state=0).fit(X, y)
+    assert est.params_["W_out"].shape[0] == 2 * 4  # H * d_v
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        NTKPrefixRegressor(n_heads=2, head_dim=8, max_iter=1, init="prefix", alpha_value=1e-4,
+                           random_state=0).fit(X, y)

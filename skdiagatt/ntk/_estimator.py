@@ -285,6 +285,11 @@ validation_fraction, random_state, verbose, callback, warm_start
         H = self.n_heads
         if self.attention_weights is None:
             dh = self.head_dim or max(1, d // H)
+            if self.head_dim is None and H > 1:
+                # As in a transformer layer more heads are narrower heads: say so,
+                # since a narrower head also sees a smaller share of the features.
+                warnings.warn(f"{type(self).__name__}: n_heads={H} splits the {d} features into heads of "
+                              f"head_dim = d // n_heads = {dh}; set head_dim to choose their width", UserWarning)
             std = math.sqrt(0.5 / d)
             return {k: (std * rng.standard_normal((H, d, dh))).astype(np.float32) for k in _PROJECTIONS}
         given = self.attention_weights
