@@ -534,23 +534,3 @@ def test_auto_budget_restarts_shrink_and_stop_once_a_restart_gains_within_noise(
     assert last.loss_se > 0
     assert (gains[-1] < last.loss_se) == (last.stopped == "resolution")
     assert last.stopped == "resolution" or len(calls) == 7
-
-
-def test_readout_folds_mix_the_canonical_order_and_repeat():
-    # The read-out's samples are sorted by content before the split; a fold
-    # holding one range of that order would judge penalties on extrapolation.
-    from skdiagatt.diagatt._readout import readout_folds
-
-    labels = np.repeat([0, 1], [30, 20])  # sorted, as the canonical order is
-    folds = readout_folds(np.bincount(labels))
-    tests = [test for _, test in folds.split(np.zeros((50, 1)), labels)]
-    assert len(tests) == 15  # 5 folds, 3 shuffles
-    for r in range(3):
-        assert sorted(np.concatenate(tests[5 * r:5 * r + 5]).tolist()) == list(range(50))
-    for test in tests:
-        for k in (0, 1):
-            mine = test[labels[test] == k]
-            assert mine.max() - mine.min() + 1 > len(mine)  # not one contiguous run
-    again = [test for _, test in readout_folds(np.bincount(labels)).split(np.zeros((50, 1)), labels)]
-    assert all(np.array_equal(a, b) for a, b in zip(tests, again))  # a fixed seed
-

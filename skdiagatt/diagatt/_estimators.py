@@ -388,9 +388,9 @@ class DiagAttRegressor(RegressorMixin, StandardizedTargetsMixin, _DiagAttBase):
         regressor's ``V`` and ``b`` are refit as the ridge regression on the
         attention-pooled rows with the penalty of largest marginal likelihood
         (empirical Bayes); the classifier's ``V`` and ``b`` are refit as the
-        L2 logistic (or softmax) regression on those rows whose penalty has the
-        least log-loss in 5-fold cross-validation repeated over 3 shuffles, the
-        penalty acting in the input's coordinates, not the whitened ones.
+        L2 logistic (or softmax) regression on those rows whose penalty has
+        the least cross-validated log-loss, the penalty acting in the input's
+        coordinates, not the whitened ones.
     value_refit : bool, default=False
         After training, replace ``V`` and ``b`` by the exact minimiser of the
         attention objective with the weights fixed: a ridge / L2-logistic /

@@ -16,20 +16,19 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.model_selection import RepeatedStratifiedKFold
+from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from .._training import round_count
 from ..kernels.glm import fit_readout
 from ._evidence import evidence_ridge
 
-__all__ = ["cv_logistic_readout", "readout_folds", "refit_readout"]
+__all__ = ["cv_logistic_readout", "refit_readout"]
 
 #: Inverse penalties of the cross-validated logistic read-out, on standardized pooled rows.
 _CS = np.logspace(-4, 2, 13)
-#: Folds of its cross-validation (fewer when a class has fewer samples), and its shuffles.
+#: Folds of its cross-validation (fewer when a class has fewer samples).
 _FOLDS = 5
-_REPEATS = 3
 
 
 def _l2_logistic_path(**kwargs):
@@ -71,20 +70,6 @@ def refit_readout(params, H, Y, family, *, alpha_value, evidence, w):
     return {**params, "V": np.asarray(V), "b": np.asarray(b)}
 
 
-def readout_folds(counts):
-    """The stratified folds of :func:`cv_logistic_readout`, given the class counts (at least 2 each).
-
-    Shuffled from the canonical order by a fixed seed: unshuffled, each fold
-    would hold one range of the samples sorted by content, and every penalty
-    be judged on extrapolation alone.  Repeated with ``_REPEATS`` shuffles:
-    with a hundred samples the penalty one split chooses varies with the
-    split (Krstajic et al., "Cross-validation pitfalls when selecting and
-    assessing regression and classification models", J. Cheminformatics 6,
-    2014).
-    """
-    return RepeatedStratifiedKFold(n_splits=int(min(_FOLDS, counts.min())), n_repeats=_REPEATS, random_state=0)
-
-
 def cv_logistic_readout(params, H, Y, S, w):
     """``params`` with ``V`` (R, d, t) and ``b`` (t,) the L2 logistic read-out of cross-validated penalty.
 
@@ -121,7 +106,8 @@ def cv_logistic_readout(params, H, Y, S, w):
     model = LogisticRegression(max_iter=1000)
     if counts.min() >= 2:  # else no fold split keeps every class: the default penalty (C = 1)
         # The path of penalties on each fold, each fit warm-started from the last.
-        model = _l2_logistic_path(Cs=_CS, cv=readout_folds(counts), scoring="neg_log_loss", max_iter=1000)
+        folds = StratifiedKFold(int(min(_FOLDS, counts.min())))
+        model = _l2_logistic_path(Cs=_CS, cv=folds, scoring="neg_log_loss", max_iter=1000)
     with warnings.catch_warnings():
         # On separable folds the weakest penalties of the grid need not converge
         # within max_iter; cross-validation judges them as they stand.
