@@ -95,16 +95,13 @@ def _with_max_row(X):
 
 def methods():
     """Name -> unfitted estimator; DiagAtt as a new user builds it."""
+    defaults = make_pipeline(RowStandardScaler(), DiagAttClassifier(random_state=0))
+    standard_mil = make_pipeline(RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", random_state=0))
     return {
-        "defaults": make_pipeline(RowStandardScaler(), DiagAttClassifier(random_state=0)),
-        "standard-mil": make_pipeline(
-            RowStandardScaler(), DiagAttClassifier(assumption="standard-mil", random_state=0)
-        ),
-        "soft-vote": VotingClassifier([
-            ("individualized", make_pipeline(RowStandardScaler(), DiagAttClassifier(random_state=0))),
-            ("standard-mil", make_pipeline(RowStandardScaler(),
-                                           DiagAttClassifier(assumption="standard-mil", random_state=0))),
-        ], voting="soft"),
+        "defaults": defaults,
+        "standard-mil": standard_mil,
+        # VotingClassifier fits clones: sharing the two pipelines is safe.
+        "soft-vote": VotingClassifier([("individualized", defaults), ("standard-mil", standard_mil)], voting="soft"),
         "mean": PooledLogistic("mean"),
         "max": PooledLogistic("max"),
         "mean-std": PooledLogistic("mean-std"),
