@@ -529,9 +529,8 @@ def test_heads_without_head_dim_say_how_wide_they_are():
     rng = np.random.RandomState(0)
     X, y = [rng.randn(4, 8) for _ in range(20)], rng.randn(20)
     with pytest.warns(UserWarning, match=r"n_heads=2 splits the 8 features into heads of head_dim = d // n_heads = 4"):
-        est = NTKPrefixRegressor(n_heads=2, max_iter=1, init="prefix", alpha_value=1e-4, random_state=0).fit(X, y)
+        est = NTKPrefixRegressor(n_heads=2, max_iter=1, solver="adam", random_state=0).fit(X, y)
     assert est.params_["W_out"].shape[0] == 2 * 4  # H * d_v
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        NTKPrefixRegressor(n_heads=2, head_dim=8, max_iter=1, init="prefix", alpha_value=1e-4,
-                           random_state=0).fit(X, y)
+        NTKPrefixRegressor(n_heads=2, head_dim=8, max_iter=1, solver="adam", random_state=0).fit(X, y)
