@@ -132,20 +132,20 @@ def test_group_lasso_of_singleton_groups_is_sklearn_lasso():
     np.testing.assert_allclose(c - mean @ coef, ref.intercept_, atol=1e-8)
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic", "multinomial"])
-def test_group_lasso_path_satisfies_kkt(loss):
+@pytest.mark.parametrize("family", ["gaussian", "bernoulli", "categorical"])
+def test_group_lasso_path_satisfies_kkt(family):
     rng = np.random.RandomState(1)
     X = rng.randn(60, 5 * 3)
     z = X[:, :3] @ np.array([1.0, -1.0, 2.0])
     Y = {
-        "squared": (z + 0.3 * rng.randn(60))[:, None],
-        "logistic": (z > 0)[:, None].astype(float),
-        "multinomial": np.eye(3)[np.digitize(z, [-1.0, 1.0])],
-    }[loss]
+        "gaussian": (z + 0.3 * rng.randn(60))[:, None],
+        "bernoulli": (z > 0)[:, None].astype(float),
+        "categorical": np.eye(3)[np.digitize(z, [-1.0, 1.0])],
+    }[family]
     Xc, _ = gl.center(X)
-    alphas, coefs, intercepts = gl.group_lasso_path(Xc, Y, 3, loss=loss, n_alphas=6, tol=1e-10)
+    alphas, coefs, intercepts = gl.group_lasso_path(Xc, Y, 3, family=family, n_alphas=6, tol=1e-10)
     for a, B, c in zip(alphas, coefs, intercepts):
-        assert gl.kkt_violation(Xc, Y, B, c, a, 3, loss) < 1e-6
+        assert gl.kkt_violation(Xc, Y, B, c, a, 3, family) < 1e-6
     # alpha_max is exactly where the first group enters
     assert np.all(coefs[0] == 0) and np.any(coefs[1] != 0)
 

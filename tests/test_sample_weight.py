@@ -264,7 +264,7 @@ def test_group_lasso_weighted_solution_satisfies_the_weighted_kkt():
     X, w = rng.randn(40, 6), rng.uniform(0.0, 3.0, 40)
     Y = (X[:, :2] @ [1.0, -1.0] + 0.1 * rng.randn(40))[:, None]
     Xc, _ = gl.center(X, sample_weight=w)
-    alpha = 0.2 * gl.alpha_max(Xc, Y, 2, "squared", w)
+    alpha = 0.2 * gl.alpha_max(Xc, Y, 2, "gaussian", w)
     B, c, _ = gl.group_lasso(Xc, Y, 2, alpha, tol=1e-10, sample_weight=w)
     assert gl.kkt_violation(Xc, Y, B, c, alpha, 2, sample_weight=w) < 1e-8
     assert gl.kkt_violation(Xc, Y, B, c, alpha, 2) > 1e-3  # the unweighted conditions do not hold

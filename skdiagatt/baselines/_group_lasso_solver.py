@@ -7,11 +7,8 @@ of g columns, coefficients ``B`` (G * g, t) and an unpenalized intercept ``b`` (
 
 with ``w_j = sqrt(g)`` (Yuan and Lin, 2006), ``v_i`` the sample weights
 normalized to sum 1 (``1/n`` by default: the mean loss; a sample of weight 2
-counts as two copies of it) and ``loss`` one of
-
-- ``"squared"``:     ``1/2 ||y - z||^2``                (y real, t >= 1);
-- ``"logistic"``:    ``log(1 + e^z) - y z``             (y in {0, 1}, t = 1);
-- ``"multinomial"``: ``logsumexp(z) - <y, z>``          (y one-hot, t = C).
+counts as two copies of it) and ``loss`` the datafit of the targets' ``family``,
+``"gaussian"``, ``"bernoulli"`` or ``"categorical"`` (:mod:`._datafits`).
 
 Method.  Columns are centred once, by their weighted mean (the intercept then decouples from the
 groups up to the loss's curvature).  For each ``alpha`` a *working set* of
@@ -29,10 +26,10 @@ Everything here is deterministic: the same input gives bit-identical output.
 import warnings
 
 import numpy as np
-from scipy.special import expit, logsumexp, softmax
+
+from ._datafits import DATAFITS
 
 __all__ = [
-    "LOSSES",
     "center",
     "intercept_only",
     "alpha_max",
@@ -41,10 +38,6 @@ __all__ = [
     "kkt_violation",
     "decision",
 ]
-
-LOSSES = ("squared", "logistic", "multinomial")
-# Curvature bound of each loss in z: the Lipschitz constant of its gradient.
-_CURVATURE = {"squared": 1.0, "logistic": 0.25, "multinomial": 0.5}
 
 
 def _mean_weights(sample_weight):
@@ -60,26 +53,14 @@ def _mean(per_sample, v):
     return per_sample.mean(axis=0) if v is None else v @ per_sample
 
 
-def _loss(z, Y, loss, v=None):
+def _loss(z, Y, family, v=None):
     """Mean loss over samples of the predictor ``z`` (n, t), weighted by ``v`` (see :func:`_mean_weights`)."""
-    if loss == "squared":
-        r = z - Y
-        per = 0.5 * np.sum(r * r, axis=1)
-    elif loss == "logistic":
-        per = np.sum(np.logaddexp(0.0, z) - Y * z, axis=1)
-    else:
-        per = logsumexp(z, axis=1) - np.sum(Y * z, axis=1)
-    return float(_mean(per, v))
+    return float(_mean(DATAFITS[family].value(z, Y), v))
 
 
-def _dloss(z, Y, loss, v=None):
+def _dloss(z, Y, family, v=None):
     """Derivative of the (weighted) mean loss in ``z``, shape (n, t)."""
-    if loss == "squared":
-        g = z - Y
-    elif loss == "logistic":
-        g = expit(z) - Y
-    else:
-        g = softmax(z, axis=1) - Y
+    g = DATAFITS[family].gradient(z, Y)
     return g / z.shape[0] if v is None else g * v[:, None]
 
 
@@ -110,23 +91,16 @@ def center(X, copy=True, sample_weight=None):
     return X, mean
 
 
-def intercept_only(Y, loss, sample_weight=None):
+def intercept_only(Y, family, sample_weight=None):
     """Optimal intercept with every group at zero, shape (t,)."""
-    m = _mean(Y, _mean_weights(sample_weight))
-    if loss == "squared":
-        return m
-    if loss == "logistic":
-        m = np.clip(m, 1e-12, 1 - 1e-12)
-        return np.log(m / (1 - m))
-    m = np.clip(m, 1e-12, None)
-    return np.log(m) - np.log(m).mean()
+    return DATAFITS[family].intercept(_mean(Y, _mean_weights(sample_weight)))
 
 
 def _weights(n_groups, group_size):
     return np.full(n_groups, np.sqrt(group_size))
 
 
-def alpha_max(Xc, Y, group_size, loss, sample_weight=None):
+def alpha_max(Xc, Y, group_size, family, sample_weight=None):
     """Smallest ``alpha`` at which every group is zero.
 
     Parameters
@@ -135,7 +109,7 @@ def alpha_max(Xc, Y, group_size, loss, sample_weight=None):
         Centred design (see :func:`center`).
     Y : ndarray of shape (n, t)
     group_size : int
-    loss : {"squared", "logistic", "multinomial"}
+    family : {"gaussian", "bernoulli", "categorical"}
     sample_weight : ndarray of shape (n,), optional
         Non-negative weights of the samples in the loss, not all zero.
 
@@ -144,8 +118,8 @@ def alpha_max(Xc, Y, group_size, loss, sample_weight=None):
     float
     """
     n = Xc.shape[0]
-    c = intercept_only(Y, loss, sample_weight)
-    grad = Xc.T @ _dloss(np.broadcast_to(c, (n, Y.shape[1])), Y, loss, _mean_weights(sample_weight))
+    c = intercept_only(Y, family, sample_weight)
+    grad = Xc.T @ _dloss(np.broadcast_to(c, (n, Y.shape[1])), Y, family, _mean_weights(sample_weight))
     G = Xc.shape[1] // group_size
     return float(np.max(_group_norms(grad, group_size) / _weights(G, group_size)))
 
@@ -175,7 +149,7 @@ def _top_eig(A, v_mean=None, n_iter=30):
     return lam
 
 
-def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter, v=None):
+def _fista(Xw, Y, B, c, thresh, group_size, family, tol_abs, max_iter, v=None):
     """FISTA with backtracking and adaptive restart on the working-set design ``Xw``.
 
     ``v``: the weights of the mean loss (:func:`_mean_weights`).
@@ -184,15 +158,15 @@ def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter, v=None):
     -------
     B, c, n_iter, converged
     """
-    L = _CURVATURE[loss] * max(_top_eig(Xw, v), 1.0)
+    L = DATAFITS[family].curvature * max(_top_eig(Xw, v), 1.0)
     x, cx = B, c
     zx = Xw @ x
     y, cy, zy = x, cx, zx
     t = 1.0
     for it in range(1, max_iter + 1):
         zfull = zy + cy
-        f_y = _loss(zfull, Y, loss, v)
-        Gz = _dloss(zfull, Y, loss, v)
+        f_y = _loss(zfull, Y, family, v)
+        Gz = _dloss(zfull, Y, family, v)
         gB = Xw.T @ Gz
         gc = Gz.sum(axis=0)
         while True:
@@ -202,7 +176,7 @@ def _fista(Xw, Y, B, c, thresh, group_size, loss, tol_abs, max_iter, v=None):
             dx, dc = xn - y, cn - cy
             quad = float(np.sum(gB * dx) + np.sum(gc * dc))
             sq = float(np.sum(dx * dx) + np.sum(dc * dc))
-            f_n = _loss(zn + cn, Y, loss, v)
+            f_n = _loss(zn + cn, Y, family, v)
             if f_n <= f_y + quad + 0.5 * L * sq + 1e-12 * max(1.0, abs(f_y)):
                 break
             L *= 2.0
@@ -230,7 +204,7 @@ def group_lasso(
     group_size,
     alpha,
     *,
-    loss="squared",
+    family="gaussian",
     coef_init=None,
     intercept_init=None,
     alpha_prev=None,
@@ -250,7 +224,7 @@ def group_lasso(
     group_size : int
     alpha : float
         Absolute penalty, >= 0.
-    loss : {"squared", "logistic", "multinomial"}
+    family : {"gaussian", "bernoulli", "categorical"}
     coef_init : ndarray of shape (G * g, t), optional
         Warm start (e.g. the solution at the previous ``alpha`` of a path).
     intercept_init : ndarray of shape (t,), optional
@@ -278,26 +252,26 @@ def group_lasso(
         ``n_iter`` (total FISTA iterations), ``converged`` (bool),
         ``working_set`` (final group count).
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if family not in DATAFITS:
+        raise ValueError(f"family must be one of {tuple(DATAFITS)}, got {family!r}")
     n, D = Xc.shape
     t = Y.shape[1]
     G = D // group_size
     w = _weights(G, group_size)
     v = _mean_weights(sample_weight)
-    amax = alpha_max(Xc, Y, group_size, loss, sample_weight)
+    amax = alpha_max(Xc, Y, group_size, family, sample_weight)
     scale = alpha_scale if alpha_scale is not None else (amax if amax > 0 else 1.0)
     tol_abs = tol * scale
     if alpha >= amax:
         # Every group is zero (exactly, not up to rounding in the prox).
-        return np.zeros((D, t)), intercept_only(Y, loss, sample_weight), {
+        return np.zeros((D, t)), intercept_only(Y, family, sample_weight), {
             "n_iter": 0, "converged": True, "working_set": 0,
         }
     B = np.zeros((D, t)) if coef_init is None else np.array(coef_init, dtype=np.float64)
-    c = intercept_only(Y, loss, sample_weight) if intercept_init is None else np.array(intercept_init, float)
+    c = intercept_only(Y, family, sample_weight) if intercept_init is None else np.array(intercept_init, float)
 
     # Strong rule from the gradient at the starting point.
-    grad = Xc.T @ _dloss(Xc @ B + c, Y, loss, v)
+    grad = Xc.T @ _dloss(Xc @ B + c, Y, family, v)
     prev = amax if alpha_prev is None else max(alpha_prev, alpha)
     norms = _group_norms(grad, group_size)
     active = _group_norms(B, group_size) > 0
@@ -308,12 +282,12 @@ def group_lasso(
         cols = _cols(groups, group_size)
         Xw = Xc if groups.size == G else Xc[:, cols]
         Bw, c, it, converged = _fista(
-            Xw, Y, B[cols], c, alpha * w[groups], group_size, loss, tol_abs, max_iter, v
+            Xw, Y, B[cols], c, alpha * w[groups], group_size, family, tol_abs, max_iter, v
         )
         total_iter += it
         B = np.zeros((D, t))
         B[cols] = Bw
-        grad = Xc.T @ _dloss(Xw @ Bw + c, Y, loss, v)
+        grad = Xc.T @ _dloss(Xw @ Bw + c, Y, family, v)
         viol = (~work) & (_group_norms(grad, group_size) > alpha * w + tol_abs)
         if not viol.any():
             break
@@ -329,7 +303,7 @@ def group_lasso(
 
 
 def group_lasso_path(
-    Xc, Y, group_size, *, loss="squared", alphas=None, n_alphas=10, eps=1e-2, tol=1e-6,
+    Xc, Y, group_size, *, family="gaussian", alphas=None, n_alphas=10, eps=1e-2, tol=1e-6,
     max_iter=5000, sample_weight=None,
 ):
     """Solutions along a decreasing sequence of penalties, warm-started.
@@ -340,7 +314,7 @@ def group_lasso_path(
         Centred design.
     Y : ndarray of shape (n, t)
     group_size : int
-    loss : {"squared", "logistic", "multinomial"}
+    family : {"gaussian", "bernoulli", "categorical"}
     alphas : sequence of float, optional
         Absolute penalties (sorted decreasing here).  Default: ``n_alphas``
         values log-spaced from :func:`alpha_max` down to ``eps`` times it.
@@ -354,7 +328,7 @@ def group_lasso_path(
     intercepts : ndarray of shape (k, t)
         Intercepts of the centred problem.
     """
-    amax = alpha_max(Xc, Y, group_size, loss, sample_weight)
+    amax = alpha_max(Xc, Y, group_size, family, sample_weight)
     if alphas is None:
         alphas = amax * np.logspace(0, np.log10(eps), n_alphas)
     alphas = np.sort(np.asarray(alphas, dtype=float))[::-1]
@@ -362,7 +336,7 @@ def group_lasso_path(
     B, c, prev = None, None, None
     for a in alphas:
         B, c, _ = group_lasso(
-            Xc, Y, group_size, a, loss=loss, coef_init=B, intercept_init=c, alpha_prev=prev,
+            Xc, Y, group_size, a, family=family, coef_init=B, intercept_init=c, alpha_prev=prev,
             tol=tol, max_iter=max_iter, alpha_scale=amax if amax > 0 else 1.0, sample_weight=sample_weight,
         )
         prev = a
@@ -371,7 +345,7 @@ def group_lasso_path(
     return alphas, np.stack(coefs), np.stack(intercepts)
 
 
-def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared", sample_weight=None):
+def kkt_violation(X, Y, coef, intercept, alpha, group_size, family="gaussian", sample_weight=None):
     """Largest violation of the optimality conditions, over groups and intercept.
 
     For a group with ``B_j != 0``: ``||X_j^T g + alpha w_j B_j / ||B_j|| ||``; for
@@ -387,7 +361,7 @@ def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared", samp
     intercept : ndarray of shape (t,)
     alpha : float
     group_size : int
-    loss : str
+    family : {"gaussian", "bernoulli", "categorical"}
     sample_weight : ndarray of shape (n,), optional
         The weights the solution was fitted with.
 
@@ -396,7 +370,7 @@ def kkt_violation(X, Y, coef, intercept, alpha, group_size, loss="squared", samp
     float
     """
     X = np.asarray(X, dtype=np.float64)
-    Gz = _dloss(X @ coef + intercept, Y, loss, _mean_weights(sample_weight))
+    Gz = _dloss(X @ coef + intercept, Y, family, _mean_weights(sample_weight))
     grad = X.T @ Gz
     G = coef.shape[0] // group_size
     w = _weights(G, group_size)

@@ -74,9 +74,9 @@ class _GroupLassoBase(MatrixSampleEstimator):
         samples, y, w = drop_zero_weight(samples, y, sample_weight)
         n, d = len(samples), samples[0].shape[1]
         P = self.n_rows if self.n_rows is not None else max(s.shape[0] for s in samples)
-        Y, loss, meta = self._encode_targets(y, n)
+        Y, family, meta = self._encode_targets(y, n)
         Xc, mean = solver.center(_flatten(samples, P), copy=False, sample_weight=w)
-        amax = solver.alpha_max(Xc, Y, d, loss, w)
+        amax = solver.alpha_max(Xc, Y, d, family, w)
         penalty = self.alpha * amax
         init, prev = None, None
         warm = (
@@ -92,7 +92,7 @@ class _GroupLassoBase(MatrixSampleEstimator):
             Y,
             d,
             penalty,
-            loss=loss,
+            family=family,
             coef_init=init,
             intercept_init=None if init is None else self.intercept_ + mean @ init,
             alpha_prev=prev,
@@ -223,7 +223,7 @@ class GroupLassoRegressor(RegressorMixin, _GroupLassoBase):
 
     def _encode_targets(self, y, n):
         y = check_targets(y, n)
-        return y.reshape(n, -1), "squared", y.ndim
+        return y.reshape(n, -1), "gaussian", y.ndim
 
     def _set_target_meta(self, meta):
         self._y_ndim = meta
@@ -290,8 +290,8 @@ class GroupLassoClassifier(ClassifierMixin, _GroupLassoBase):
                 f"y has a single class {classes[0]!r}: classification needs at least two"
             )
         if classes.size == 2:
-            return codes[:, None].astype(np.float64), "logistic", classes
-        return np.eye(classes.size)[codes], "multinomial", classes
+            return codes[:, None].astype(np.float64), "bernoulli", classes
+        return np.eye(classes.size)[codes], "categorical", classes
 
     def _set_target_meta(self, classes):
         self.classes_ = classes
