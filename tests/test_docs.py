@@ -276,7 +276,7 @@ def test_the_readme_opens_with_the_two_quick_start_lines():
     assert first.endswith("pip install -e . && python -m skdiagatt")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert second in ci  # CI runs the second line verbatim, then the scale-out tests
-    assert ci[-1] == "python -m pytest -q -n 2 -m scale_out" and ci.index(second) < len(ci) - 1
+    assert ci[-1] == "python -m pytest -q -n 2 --dist loadfile -m scale_out" and ci.index(second) < len(ci) - 1
 
 
 def _user_pages():
