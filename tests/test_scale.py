@@ -506,6 +506,19 @@ def test_a_sliced_step_is_the_whole_step():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
 
 
+def test_the_optimizer_state_starts_as_the_optimizer_would_start_it_and_compiles_nothing():
+    import jax
+
+    params = {"W": np.ones((2, 3, 3), np.float32), "log_scale": np.zeros(2, np.float32)}
+    before = _testing.compile_count()
+    ours = _testing.init_opt_state(params)
+    assert _testing.compile_count() == before
+    theirs = _testing.OPTIMIZER.init({k: jax.numpy.asarray(v) for k, v in params.items()})
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+
 def test_compiled_programs_are_released_near_the_map_limit(data):
     from skdiagatt import _testing
 
