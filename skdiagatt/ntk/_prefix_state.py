@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -15,6 +16,11 @@ __all__ = ["random_prefix_state", "EXACT_ROWS"]
 # take the exact expectation plus the fluctuation of this many drawn rows.
 EXACT_ROWS = 1 << 16
 _BLOCK_ROWS = 4096
+
+# One program each: run op by op, the state's two dozen operations would each
+# compile (and, with the compilation cache, load) a program of their own.
+_prefix_cumulants = jax.jit(prefix_to_cumulant_state, static_argnames="degree")
+_gaussian_cumulants = jax.jit(gaussian_cumulant_state, static_argnames="degree")
 
 
 def _streamed_sum(m, W_K, W_V, feature_map, degree, rng):
@@ -40,10 +46,9 @@ def _cumulant_prefix_state(m, W_K, W_V, degree, rng):
     """
     if m <= EXACT_ROWS:
         P = rng.standard_normal((int(m), W_K.shape[1])).astype(np.float32)
-        Z, k = prefix_to_cumulant_state(jnp.asarray(P), W_K, W_V, degree)
+        Z, k = _prefix_cumulants(P, W_K, W_V, degree=degree)
     else:
-        Z, k = gaussian_cumulant_state(jnp.asarray(W_K), jnp.asarray(W_V), 0.0 if math.isinf(m) else math.log(m),
-                                       degree=degree)
+        Z, k = _gaussian_cumulants(W_K, W_V, 0.0 if math.isinf(m) else math.log(m), degree=degree)
     return np.asarray(Z, np.float32), np.asarray(k, np.float32)
 
 
