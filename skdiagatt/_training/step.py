@@ -27,7 +27,6 @@ _CLIP = 10.0
 OPTIMIZER = optax.flatten(optax.chain(optax.clip_by_global_norm(_CLIP), optax.scale_by_adam()))
 
 
-
 def init_opt_state(params):
     """``OPTIMIZER.init(params)``, built on the host without compiling a program.
 
@@ -35,7 +34,7 @@ def init_opt_state(params):
     (Kingma & Ba, ICLR 2015, Algorithm 1) and the norm clipping keeps no
     state, so the state is zeros of the shapes ``OPTIMIZER.init`` traces to;
     a jitted ``init`` would compile one small program per parameter size,
-    about 40 ms on a CPU for each phase of a fit on new shapes.
+    for each phase of a fit on new shapes.
     """
     return jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), jax.eval_shape(OPTIMIZER.init, params))
 
