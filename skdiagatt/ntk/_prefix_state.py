@@ -3,10 +3,9 @@
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..kernels.cumulant import gaussian_cumulant_state, prefix_to_cumulant_state
+from ..kernels.cumulant import gaussian_cumulant_state
 from ..kernels.ntk_attention import prefix_to_state
 from ..kernels.prefix_moments import gaussian_prefix_state
 
@@ -17,9 +16,9 @@ __all__ = ["random_prefix_state", "EXACT_ROWS"]
 EXACT_ROWS = 1 << 16
 _BLOCK_ROWS = 4096
 
-# One program each: run op by op, the state's two dozen operations would each
+# One program each: run op by op, a state's dozens of operations would each
 # compile (and, with the compilation cache, load) a program of their own.
-_prefix_cumulants = jax.jit(prefix_to_cumulant_state, static_argnames="degree")
+_compressed = jax.jit(prefix_to_state, static_argnames=("feature_map", "degree", "block_size"))
 _gaussian_cumulants = jax.jit(gaussian_cumulant_state, static_argnames="degree")
 
 
@@ -33,7 +32,7 @@ def _streamed_sum(m, W_K, W_V, feature_map, degree, rng):
     Z = k = 0.0
     for start in range(0, m, _BLOCK_ROWS):
         rows = rng.standard_normal((min(_BLOCK_ROWS, m - start), d)).astype(np.float32)
-        Zb, kb = prefix_to_state(jnp.asarray(rows), W_K, W_V, feature_map, degree)
+        Zb, kb = _compressed(rows, W_K, W_V, feature_map=feature_map, degree=degree)
         Z, k = Z + np.asarray(Zb, np.float64), k + np.asarray(kb, np.float64)
     return Z, k
 
@@ -46,7 +45,7 @@ def _cumulant_prefix_state(m, W_K, W_V, degree, rng):
     """
     if m <= EXACT_ROWS:
         P = rng.standard_normal((int(m), W_K.shape[1])).astype(np.float32)
-        Z, k = _prefix_cumulants(P, W_K, W_V, degree=degree)
+        Z, k = _compressed(P, W_K, W_V, feature_map="cumulant", degree=degree)
     else:
         Z, k = _gaussian_cumulants(W_K, W_V, 0.0 if math.isinf(m) else math.log(m), degree=degree)
     return np.asarray(Z, np.float32), np.asarray(k, np.float32)
