@@ -53,7 +53,8 @@ def test_affine_scores_add_the_linear_term_in_the_values_matmul():
     psi, values = diag_scores_and_values(Xj, jnp.asarray(V), W=jnp.asarray(W), U=jnp.asarray(U))
     np.testing.assert_allclose(psi, ref, rtol=1e-4, atol=1e-4)
     _, plain = diag_scores_and_values(Xj, jnp.asarray(V), W=jnp.asarray(W))
-    np.testing.assert_array_equal(values, plain)
+    # The same values to float32 rounding: how XLA orders the fused sums varies with the CPU.
+    np.testing.assert_allclose(values, plain, rtol=1e-5, atol=1e-6)
 
 
 
