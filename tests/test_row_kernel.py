@@ -37,6 +37,18 @@ def test_rbf_rows_fit_predict_and_pickle(spread_bags):
         clf.predict([np.ones((2, 3))])
 
 
+def test_rows_beyond_the_training_range_are_mapped_as_the_range_s_edge(spread_bags):
+    X, y = spread_bags
+    clf = DiagAttClassifier(kernel="squares+rbf", **FAST).fit(X, y)
+    rows = np.concatenate(X)
+    far = rows[:3] + np.array([100.0, -100.0, 0.0, 0.0])  # two features far out, two within
+    edge = np.clip(far, rows.min(0), rows.max(0))
+    assert not np.array_equal(edge, far)
+    np.testing.assert_array_equal(clf.row_map_.transform(far), clf.row_map_.transform(edge))
+    out, inside = clf.decision_function([far]), clf.decision_function([edge])
+    np.testing.assert_array_equal(out, inside)
+
+
 def test_squares_rows_are_the_standardized_rows_and_their_squares(spread_bags):
     X, y = spread_bags
     clf = DiagAttClassifier(kernel="squares", **FAST).fit(X, y)

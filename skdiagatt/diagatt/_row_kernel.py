@@ -49,7 +49,7 @@ from sklearn.decomposition import PCA
 from sklearn.feature_selection import VarianceThreshold
 from sklearn.kernel_approximation import Nystroem
 from sklearn.pipeline import make_pipeline, make_union
-from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from sklearn.preprocessing import FunctionTransformer, MinMaxScaler, StandardScaler
 
 from .._shared.sources import Samples
 from .._shared.whitening import preconditioner
@@ -98,6 +98,11 @@ def _row_map(samples, kernel, rng):
     z * z)`` (:func:`_squares_block`), ``"rbf"`` the Gaussian kernel's rows
     ``phi_rbf(z)``, ``"squares+rbf"`` the one then the other.  ``rng`` draws
     the landmarks and the principal components' sketch.
+
+    Later rows are first clipped to the range each feature had in training
+    (``MinMaxScaler(clip=True)``; the training rows pass unchanged): the
+    square of a value far beyond that range, on a row the attention picks,
+    would carry a bag's logit far beyond any the read-out was fitted on.
     """
     rows = np.concatenate(samples).astype(np.float64)
     seed = rng.randint(2**31 - 1)
@@ -105,7 +110,7 @@ def _row_map(samples, kernel, rng):
     if kernel != "squares":
         parts.append(Nystroem(gamma=1.0 / rows.shape[1], n_components=_n_landmarks(len(rows)), random_state=seed))
     features = parts[0] if len(parts) == 1 else make_union(*parts)
-    return make_pipeline(StandardScaler(), features).set_output(transform="default").fit(rows)
+    return make_pipeline(MinMaxScaler(clip=True), StandardScaler(), features).set_output(transform="default").fit(rows)
 
 
 def map_rows(row_map, samples):
