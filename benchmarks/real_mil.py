@@ -233,7 +233,8 @@ def run_fold(name, X, y, train, test, method, estimator):
     unconverged = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
     row = {"accuracy": accuracy, "seconds": time.perf_counter() - start, "unconverged": unconverged}
     last = model[-1] if hasattr(model, "steps") else model
-    for attribute in ("start_", "kernel_", "choice_", "held_out_"):  # which start and rows the fit chose, for the ablations
+    # What the fit chose (start, rows, assumption) and its inner scores, for the ablations.
+    for attribute in ("start_", "kernel_", "choice_", "held_out_"):
         if hasattr(last, attribute):
             row[attribute.rstrip("_")] = getattr(last, attribute)
     return row
