@@ -99,7 +99,8 @@ class CrossValidatedAssumption(ClassifierMixin, BaseEstimator):
     Both are cross-validated on the same ``cv`` stratified folds of the
     training bags (:func:`~sklearn.model_selection.cross_val_predict`); the
     vote's held-out probability is the mean of theirs.  Only the chosen
-    models are refitted on all the bags (``choice_``).
+    model is refitted on all the bags (``choice_``), the vote as a soft
+    :class:`~sklearn.ensemble.VotingClassifier`.
     """
 
     def __init__(self, individualized, standard_mil, cv=3):
@@ -117,16 +118,16 @@ class CrossValidatedAssumption(ClassifierMixin, BaseEstimator):
         self.choice_ = min(losses, key=losses.get)
         self.held_out_ = {k: {"log_loss": losses[k], "accuracy": float(np.mean(labels[p.argmax(1)] == y)),
                               "brier": float(np.mean((p[:, 1] - (y == labels[1])) ** 2))} for k, p in held_out.items()}
-        chosen = list(members) if self.choice_ == "vote" else [self.choice_]
-        self.models_ = [clone(members[k]).fit(X, y) for k in chosen]
-        self.classes_ = self.models_[0].classes_
+        vote = VotingClassifier(list(members.items()), voting="soft")
+        self.model_ = (vote if self.choice_ == "vote" else clone(members[self.choice_])).fit(X, y)
+        self.classes_ = self.model_.classes_
         return self
 
     def predict_proba(self, X):
-        return np.mean([m.predict_proba(X) for m in self.models_], axis=0)
+        return self.model_.predict_proba(X)
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        return self.model_.predict(X)
 
 
 def _with_max_row(X):
