@@ -156,6 +156,9 @@ def methods():
         "no-whitening": make_pipeline(RowStandardScaler(), DiagAttClassifier(whiten=False, random_state=0)),
         "adam-readout": make_pipeline(RowStandardScaler(), DiagAttClassifier(alpha_value=0.0, random_state=0)),
         "20-epochs": make_pipeline(RowStandardScaler(), DiagAttClassifier(max_iter=20, random_state=0)),
+        # The same defaults drawing other random numbers: how far the random state alone moves them.
+        **{f"defaults-seed-{seed}": make_pipeline(RowStandardScaler(), DiagAttClassifier(random_state=seed))
+           for seed in (1, 2)},
         "uniform-start": make_pipeline(RowStandardScaler(), DiagAttClassifier(init="zeros", random_state=0)),
         "start-only": make_pipeline(RowStandardScaler(), DiagAttClassifier(alpha=1e6, random_state=0)),
         "standard-mil-start-only": make_pipeline(
@@ -213,6 +216,7 @@ LABELS = {
     "no-whitening": "DiagAttClassifier(whiten=False)",
     "adam-readout": "DiagAttClassifier(alpha_value=0.0): Adam's unpenalized read-out, not refit",
     "20-epochs": "DiagAttClassifier(max_iter=20)",
+    **{f"defaults-seed-{seed}": f"DiagAttClassifier(random_state={seed})" for seed in (1, 2)},
     "uniform-start": 'DiagAttClassifier(init="zeros"): trained from uniform attention',
     "start-only": "DiagAttClassifier(alpha=1e6): the scores held at the chosen start",
     "standard-mil-start-only": 'DiagAttClassifier(assumption="standard-mil", alpha=1e6): the instance scores '
