@@ -22,11 +22,11 @@ whole protocol is measured one data set per invocation, each under 15 minutes:
         --out docs/results/real_mil_squares.md                 # then musk1, musk2; finally all three with --resume
     python benchmarks/real_mil.py --repeats 5 --methods standard-mil standard-mil-untrained mean \
         --out docs/results/real_mil_mil_start.md               # what training adds to the multiple-instance start
-    python benchmarks/real_mil.py --repeats 1 --methods defaults standard-mil soft-vote cv-assumption mean \
+    python benchmarks/real_mil.py --repeats 1 --methods defaults standard-mil soft-vote cv-assumption mean --resume \
         --out docs/results/real_mil_cv_assumption.md           # the assumption chosen on the training bags
-    python benchmarks/real_mil.py --repeats 1 --methods defaults uniform-start mean \
+    python benchmarks/real_mil.py --repeats 1 --methods defaults uniform-start mean --resume \
         --out docs/results/real_mil_uniform_start.md           # the chosen start against uniform attention
-    python benchmarks/real_mil.py --datasets musk2 --methods defaults defaults-seed-1 mean --repeats 5 \
+    python benchmarks/real_mil.py --datasets musk2 --methods defaults defaults-seed-1 mean --repeats 5 --resume \
         --out docs/results/real_mil_seeds.md                   # what the random state alone moves
     python benchmarks/real_mil.py --repeats 5 --datasets elephant --methods standard-mil standard-mil-linear-rows \
         standard-mil-squares standard-mil-rbf mean --out docs/results/real_mil_standard_mil_rows.md
